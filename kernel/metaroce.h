@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * MetaRoCE: core objects of the soft RDMA device.
+ *
+ * A metaroce_dev is one ib_device bound to one Ethernet netdev. The verbs
+ * layer owns it; the transport behind it is reached only through the
+ * NIC-engine interface (metaroce_engine.h).
+ */
+#ifndef METAROCE_H
+#define METAROCE_H
+
+#include <linux/netdevice.h>
+#include <linux/list.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+#include <uapi/rdma/metaroce_abi.h>
+#include <uapi/rdma/metaroce_wire.h>
+
+#include "metaroce_queue.h"
+#include "metaroce_counters.h"
+
+#define METAROCE_PORT		1
+#define METAROCE_GID_TBL_LEN	128
+#define METAROCE_VENDOR_ID	0xffffff
+#define METAROCE_VENDOR_PART_ID	0x4d52	/* "MR" */
+#define METAROCE_HW_VER		1
+#define METAROCE_FW_VER		((u64)METAROCE_UVERBS_ABI_VERSION << 32)
+
+/* Resource limits advertised through ib_query_device(). */
+#define METAROCE_MAX_QP		BIT(16)
+#define METAROCE_MAX_QP_WR	BIT(14)
+#define METAROCE_MAX_SGE	16
+#define METAROCE_MAX_CQ		BIT(16)
+#define METAROCE_MAX_CQE	(BIT(18) - 1)
+#define METAROCE_MAX_MR		BIT(20)
+#define METAROCE_MAX_PD		BIT(16)
+#define METAROCE_MAX_AH		BIT(16)
+#define METAROCE_MAX_RD_ATOMIC	128
+#define METAROCE_MAX_MR_SIZE	BIT_ULL(40)
+#define METAROCE_MAX_MSG_SIZE	BIT(31)
+
+#define METAROCE_MAX_INLINE	256
+#define METAROCE_MIN_QPN	2	/* 0 and 1 are the SMI and GSI QPs */
+#define METAROCE_GSI_QPN	1
+
+/*
+ * Headers that wrap each packet's payload, at their largest: IPv6, UDP
+ * and the MetaRoCE transport headers. The path MTU leaves room for them.
+ */
+#define METAROCE_MAX_HDR_LEN	(40 + 8 + METAROCE_BTH_LEN + METAROCE_DETH_LEN)
+
+struct metaroce_engine_ops;
+
+struct metaroce_dev {
+	struct ib_device ib_dev;
+	/* Held (netdev_hold) from creation until dealloc_driver. */
+	struct net_device *ndev;
+	netdevice_tracker ndev_tracker;
+
+	/* Entry in the module's device registry (metaroce_main.c). */
+	struct list_head registry;
+
+	struct ib_device_attr attr;
+	/*
+	 * Port state and MTU are read live from the netdev; this is only the
+	 * state last announced with a port event (written under RTNL).
+	 */
+	enum ib_port_state reported_port_state;
+
+	/* Set once the engine has opened the device. */
+	const struct metaroce_engine_ops *engine;
+
+	/* Objects found by number: QPN, MR key index, user AH handle. */
+	struct xarray qps;
+	u32 next_qpn;
+	struct xarray mrs;
+	u32 next_mr;
+	struct xarray ahs;
+	u32 next_ah;
+
+	/* Paths per connection (sysfs: metaroce/paths). */
+	unsigned int num_paths;
+
+	/* Connections that sent data in the last millisecond (fair share). */
+	u32 fs_epoch;
+	u32 fs_active;
+	atomic_t fs_count;
+
+	struct metaroce_counters __percpu *counters;
+};
+
+struct metaroce_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+struct metaroce_pd {
+	struct ib_pd ibpd;
+};
+
+/*
+ * A memory region. Its key is (index << 8) | key byte; lkey == rkey.
+ * References: one for the registration, one for each user (a work request
+ * in flight, a packet being placed). The last put releases the pages.
+ */
+struct metaroce_mr {
+	struct ib_mr ibmr;
+	struct metaroce_dev *mdev;
+	refcount_t ref;
+	struct work_struct release_work;
+	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
+	bool is_dma;
+	int access;			/* IB_ACCESS_* */
+	u64 iova;
+	u64 length;
+	struct ib_umem *umem;
+	struct page **pages;		/* the pinned pages, in order */
+	unsigned long npages;
+	unsigned int page_offset;	/* of iova within pages[0] */
+};
+
+struct metaroce_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;		/* producers and kernel pollers */
+	struct metaroce_queue queue;
+	bool is_user;
+	u8 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP */
+	bool overflowed;
+};
+
+/* Where packets go: the network part of an address vector. */
+struct metaroce_av {
+	enum rdma_network_type net_type;	/* RDMA_NETWORK_IPV4 or _IPV6 */
+	union {
+		struct {
+			__be32 saddr4;
+			__be32 daddr4;
+		};
+		struct {
+			struct in6_addr saddr6;
+			struct in6_addr daddr6;
+		};
+	};
+	u8 dmac[ETH_ALEN];
+	u8 traffic_class;
+	u8 hop_limit;
+	u32 flow_label;
+};
+
+struct metaroce_ah {
+	struct ib_ah ibah;
+	struct metaroce_av av;
+	u32 handle;			/* user AHs: key in mdev->ahs */
+};
+
+struct metaroce_soft_qp;
+
+struct metaroce_qp {
+	struct ib_qp ibqp;
+	struct metaroce_dev *mdev;
+	/*
+	 * The packet path looks QPs up by number and holds a reference while
+	 * it works on one; destroy waits for those to drop.
+	 */
+	refcount_t ref;
+	struct completion released;
+
+	struct mutex modify_lock;	/* serialises modify and query */
+	spinlock_t state_lock;		/* state changes, from any context */
+	enum ib_qp_state state;		/* READ_ONCE from the packet path */
+	struct ib_qp_attr attr;		/* as last modified, for query */
+	struct metaroce_av av;		/* RC: the peer */
+	u32 mtu;			/* path MTU in bytes */
+
+	bool is_user;
+	bool sq_sig_all;
+	struct metaroce_queue sq;
+	struct metaroce_queue rq;
+	spinlock_t sq_post_lock;	/* in-kernel posters of the SQ */
+	spinlock_t rq_post_lock;	/* in-kernel posters of the RQ */
+	u32 max_send_sge;
+	u32 max_recv_sge;
+	u32 max_inline;
+	struct metaroce_cq *scq;
+	struct metaroce_cq *rcq;
+
+	/* The engine's own state for this QP. */
+	struct metaroce_soft_qp *soft;
+};
+
+static inline struct metaroce_dev *to_mdev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct metaroce_dev, ib_dev);
+}
+
+static inline struct metaroce_pd *to_mpd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct metaroce_pd, ibpd);
+}
+
+static inline struct metaroce_mr *to_mmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct metaroce_mr, ibmr);
+}
+
+static inline struct metaroce_cq *to_mcq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct metaroce_cq, ibcq);
+}
+
+static inline struct metaroce_ah *to_mah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct metaroce_ah, ibah);
+}
+
+static inline struct metaroce_qp *to_mqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct metaroce_qp, ibqp);
+}
+
+/*
+ * Kernel-owned send rings (in-kernel users) keep the AH of a datagram WQE
+ * as a pointer in the reserved words; user rings name it by handle.
+ */
+static inline void metaroce_wqe_set_kernel_ah(struct metaroce_send_wqe *wqe,
+					      struct metaroce_ah *ah)
+{
+	BUILD_BUG_ON(sizeof(wqe->reserved1) < sizeof(ah));
+	memcpy(wqe->reserved1, &ah, sizeof(ah));
+}
+
+static inline struct metaroce_ah *
+metaroce_wqe_kernel_ah(const struct metaroce_send_wqe *wqe)
+{
+	struct metaroce_ah *ah;
+
+	memcpy(&ah, wqe->reserved1, sizeof(ah));
+	return ah;
+}
+
+static inline void metaroce_qp_put(struct metaroce_qp *qp)
+{
+	if (refcount_dec_and_test(&qp->ref))
+		complete(&qp->released);
+}
+
+#endif /* METAROCE_H */

@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Requester, receive side (protocol.md section 8): ACKs and NAKs update
+ * the scoreboard, SACKs reveal losses, READ responses are placed, and work
+ * requests complete in order. Also the retransmission and RNR timer.
+ * Runs in softirq context under the requester lock.
+ */
+#include "metaroce_loc.h"
+#include "metaroce_soft.h"
+
+/* IB RNR timer encoding (IBA table 45), microseconds. */
+static const u32 rnr_timer_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+static u8 wc_opcode(u32 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+void soft_post_send_cqe(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
+			u8 status, u32 len)
+{
+	struct metaroce_cqe cqe = {
+		.wr_id = wr_id,
+		.status = status,
+		.opcode = wc_opcode(wr_opcode),
+		.byte_len = len,
+		.qp_num = qp->ibqp.qp_num,
+	};
+
+	metaroce_cq_post(qp->scq, &cqe, false);
+}
+
+void soft_req_arm_timer(struct soft_req *req)
+{
+	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
+						    req);
+
+	if (!READ_ONCE(sqp->dying) && !hrtimer_active(&req->timer))
+		hrtimer_start(&req->timer, soft_us(req->rto_us),
+			      HRTIMER_MODE_REL_SOFT);
+}
+
+/* RFC 6298 estimators over all paths. */
+void soft_rtt_sample(struct soft_req *req, u32 rtt_us)
+{
+	if (!req->srtt_us) {
+		req->srtt_us = rtt_us;
+		req->rttvar_us = rtt_us / 2;
+	} else {
+		u32 err = abs((s32)(req->srtt_us - rtt_us));
+
+		req->rttvar_us = req->rttvar_us - req->rttvar_us / 4 + err / 4;
+		req->srtt_us = req->srtt_us - req->srtt_us / 8 + rtt_us / 8;
+	}
+	req->rto_us = clamp_t(u32, req->srtt_us + 4 * req->rttvar_us,
+			      SOFT_MIN_RTO_US, SOFT_MAX_RTO_US);
+}
+
+static bool is_read_psn(struct soft_req *req, struct soft_pkt *e)
+{
+	return req->swqes[e->swqe].wire_op == METAROCE_OP_READ_REQ;
+}
+
+/* Marks one outstanding PSN delivered. */
+static void deliver(struct soft_req *req, struct soft_pkt *e)
+{
+	if (e->state == PKT_INFLIGHT) {
+		req->inflight--;
+		req->paths[e->path].inflight--;
+	} else if (e->state == PKT_LOST) {
+		req->nr_lost--;
+	}
+	e->state = PKT_DELIVERED;
+	if (e->part_end) {
+		e->part_end = false;
+		req->reads--;
+	}
+	if ((s32)(e->tx_seq - req->delivered_tx_seq) > 0)
+		req->delivered_tx_seq = e->tx_seq;
+	req->swqes[e->swqe].delivered++;
+	soft_path_on_delivered(req, e->path);
+}
+
+static void declare_lost(struct metaroce_dev *mdev, struct soft_req *req,
+			 struct soft_pkt *e)
+{
+	req->inflight--;
+	req->paths[e->path].inflight--;
+	e->state = PKT_LOST;
+	req->nr_lost++;
+	if (e->part_end) {
+		e->part_end = false;
+		req->reads--;
+	}
+	soft_path_on_lost(mdev, req, e->path);
+}
+
+/*
+ * A packet is lost once one sent at least SOFT_REORDER_ALLOWANCE
+ * transmissions after it has been delivered.
+ */
+static void detect_losses(struct metaroce_soft_qp *sqp)
+{
+	struct soft_req *req = &sqp->req;
+	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
+	u32 i;
+
+	for (i = 0; i < span; i++) {
+		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
+						SOFT_WINDOW];
+
+		if (e->state == PKT_INFLIGHT &&
+		    (s32)(req->delivered_tx_seq - e->tx_seq) >=
+		    SOFT_REORDER_ALLOWANCE)
+			declare_lost(sqp->qp->mdev, req, e);
+	}
+}
+
+static void advance_una(struct soft_req *req)
+{
+	while (req->psn_una != req->psn_next) {
+		struct soft_pkt *e = &req->pkts[req->psn_una % SOFT_WINDOW];
+
+		if (e->state != PKT_DELIVERED)
+			break;
+		e->state = PKT_FREE;
+		req->psn_una = soft_psn_add(req->psn_una, 1);
+	}
+}
+
+/* Completes WQEs in order while they are done; fails the QP on an error. */
+void soft_comp_complete(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+
+	while (qp->sq.own_index != req->fetch_index) {
+		struct soft_swqe *swqe = &req->swqes[qp->sq.own_index &
+						     (qp->sq.num_slots - 1)];
+
+		if (swqe->status != IB_WC_SUCCESS) {
+			soft_post_send_cqe(qp, swqe->wqe.wr_id,
+					   swqe->wqe.opcode, swqe->status, 0);
+			metaroce_queue_consume(&qp->sq, 1);
+			if ((s32)(req->send_index - qp->sq.own_index) < 0)
+				req->send_index = qp->sq.own_index;
+			soft_qp_fail(qp);
+			return;
+		}
+		if (!swqe->npkts || swqe->next_pkt < swqe->npkts ||
+		    swqe->delivered < swqe->npkts)
+			break;
+		if (swqe->wqe.flags & METAROCE_WQE_SIGNALED)
+			soft_post_send_cqe(qp, swqe->wqe.wr_id,
+					   swqe->wqe.opcode, IB_WC_SUCCESS,
+					   swqe->length);
+		if (swqe->wire_op == METAROCE_OP_READ_REQ)
+			req->rnr_retries = 0;
+		metaroce_queue_consume(&qp->sq, 1);
+	}
+	if (READ_ONCE(qp->state) == IB_QPS_SQD &&
+	    qp->sq.own_index == req->send_index &&
+	    qp->attr.en_sqd_async_notify)
+		metaroce_qp_event(qp, IB_EVENT_SQ_DRAINED);
+}
+
+/* Fails the WQE that owns @psn with @status. */
+static void fail_wqe_at(struct soft_req *req, u32 psn, u8 status)
+{
+	struct soft_pkt *e;
+
+	if (soft_psn_diff(psn, req->psn_una) < 0 ||
+	    soft_psn_diff(psn, req->psn_next) >= 0)
+		return;
+	e = &req->pkts[psn % SOFT_WINDOW];
+	if (e->state != PKT_FREE)
+		req->swqes[e->swqe].status = status;
+}
+
+static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	u32 psn = pkt->ack.nak_psn;
+	struct soft_pkt *e;
+
+	metaroce_count(qp->mdev, RX_NAKS);
+	switch (pkt->ack.syndrome) {
+	case METAROCE_NAK_RNR:
+		if (soft_psn_diff(psn, req->psn_una) < 0 ||
+		    soft_psn_diff(psn, req->psn_next) >= 0)
+			return;
+		e = &req->pkts[psn % SOFT_WINDOW];
+		if (e->state == PKT_INFLIGHT)
+			declare_lost(qp->mdev, req, e);
+		if (qp->attr.rnr_retry != 7 &&
+		    ++req->rnr_retries > qp->attr.rnr_retry) {
+			metaroce_count(qp->mdev, RNR_RETRY_EXCEEDED);
+			fail_wqe_at(req, psn, IB_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		req->rnr_wait = true;
+		/* Re-arms a pending timer; a running one sees it queued. */
+		hrtimer_start(&req->timer,
+			      soft_us(rnr_timer_us[pkt->ack.nak_arg & 31]),
+			      HRTIMER_MODE_REL_SOFT);
+		return;
+	case METAROCE_NAK_REMOTE_ACCESS:
+		fail_wqe_at(req, psn, IB_WC_REM_ACCESS_ERR);
+		return;
+	case METAROCE_NAK_REMOTE_OP:
+		fail_wqe_at(req, psn, IB_WC_REM_OP_ERR);
+		return;
+	default:
+		fail_wqe_at(req, psn, IB_WC_REM_INV_REQ_ERR);
+		return;
+	}
+}
+
+/* Whether the worker has something it may send now. */
+static bool want_tx(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+
+	if (req->rnr_wait || req->inflight >= soft_cc_window(&req->cc))
+		return false;
+	return req->nr_lost || req->send_index != req->fetch_index ||
+	       smp_load_acquire(&qp->sq.hdr->producer) != req->fetch_index;
+}
+
+/* After the scoreboard changed: losses, completions, timer, worker. */
+static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
+			 u32 ce_count, u32 cum_psn)
+{
+	struct soft_req *req = &sqp->req;
+
+	if (delivered) {
+		req->progress_ns = ktime_get_ns();
+		req->retries = 0;
+	}
+	detect_losses(sqp);
+	advance_una(req);
+	soft_cc_on_ack(&req->cc, delivered, ce_count, cum_psn, req->psn_next);
+	soft_comp_complete(sqp);
+
+	if (!req->inflight && !req->nr_lost && !req->rnr_wait)
+		hrtimer_try_to_cancel(&req->timer);
+	if (want_tx(sqp))
+		soft_schedule_tx(sqp);
+}
+
+static bool sack_bit(const struct soft_pkt_info *pkt, u32 i)
+{
+	return pkt->ack.sack[i / 32] & (0x80000000U >> (i % 32));
+}
+
+void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	u32 cum = pkt->ack.cum_psn, delivered = 0, span, i;
+	s32 rtt;
+
+	metaroce_count(qp->mdev, RX_ACKS);
+	spin_lock_bh(&req->lock);
+	if (soft_psn_diff(cum, req->psn_next) > 0) {
+		/* Acknowledges PSNs never sent. */
+		metaroce_count(qp->mdev, RX_ACK_INVALID);
+		goto out;
+	}
+
+	rtt = (s32)(soft_now_us() - pkt->ack.ts_echo);
+	if (rtt >= 0 && rtt < (s32)SOFT_MAX_RTO_US) {
+		soft_rtt_sample(req, rtt);
+		if (pkt->ack.echo_path < req->num_paths)
+			soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
+	}
+	req->cc.fair_share = pkt->ack.fair_share;
+
+	/* Cumulative part: READ PSNs are delivered by their responses. */
+	span = max(soft_psn_diff(cum, req->psn_una), 0);
+	for (i = 0; i < span; i++) {
+		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
+						SOFT_WINDOW];
+
+		if (e->state != PKT_DELIVERED && e->state != PKT_FREE &&
+		    !is_read_psn(req, e)) {
+			deliver(req, e);
+			delivered++;
+		}
+	}
+	/* Selective part. */
+	for (i = 0; i < METAROCE_SACK_BITS; i++) {
+		u32 psn = soft_psn_add(cum, i + 1);
+		struct soft_pkt *e = &req->pkts[psn % SOFT_WINDOW];
+
+		if (soft_psn_diff(psn, req->psn_next) >= 0)
+			break;
+		if (soft_psn_diff(psn, req->psn_una) < 0 || !sack_bit(pkt, i))
+			continue;
+		if (e->state != PKT_DELIVERED && e->state != PKT_FREE &&
+		    !is_read_psn(req, e)) {
+			deliver(req, e);
+			delivered++;
+		}
+	}
+	if (pkt->ack.syndrome != METAROCE_ACK)
+		handle_nak(sqp, pkt);
+	after_update(sqp, delivered, pkt->ack.ce_count, cum);
+out:
+	spin_unlock_bh(&req->lock);
+}
+
+void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
+			    struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	struct soft_swqe *swqe;
+	struct soft_pkt *e;
+	u32 k, offset, len;
+
+	spin_lock_bh(&req->lock);
+	if (soft_psn_diff(pkt->psn, req->psn_una) < 0 ||
+	    soft_psn_diff(pkt->psn, req->psn_next) >= 0) {
+		metaroce_count(qp->mdev, RX_DUPLICATE);
+		goto out;
+	}
+	e = &req->pkts[pkt->psn % SOFT_WINDOW];
+	if (e->state == PKT_DELIVERED || e->state == PKT_FREE) {
+		metaroce_count(qp->mdev, RX_DUPLICATE);
+		goto out;
+	}
+	swqe = &req->swqes[e->swqe];
+	k = soft_psn_diff(pkt->psn, swqe->first_psn);
+	offset = k * qp->mtu;
+	len = min(qp->mtu, swqe->length - offset);
+	if (swqe->wire_op != METAROCE_OP_READ_REQ ||
+	    pkt->deth.addr != offset || pkt->payload_len != len) {
+		metaroce_count(qp->mdev, RX_MALFORMED);
+		goto out;
+	}
+	if (soft_place_in_sges(swqe->sge, swqe->mr, swqe->wqe.num_sge, offset,
+			       pkt->skb, pkt->payload_offset, len)) {
+		metaroce_count(qp->mdev, RX_MALFORMED);
+		goto out;
+	}
+	deliver(req, e);
+	after_update(sqp, 1, pkt->ce, req->psn_una);
+out:
+	spin_unlock_bh(&req->lock);
+}
+
+/* The oldest WQE not yet completed fails with @status. */
+static void fail_oldest(struct metaroce_soft_qp *sqp, u8 status)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+
+	if (qp->sq.own_index == req->fetch_index)
+		return;
+	req->swqes[qp->sq.own_index & (qp->sq.num_slots - 1)].status = status;
+	soft_comp_complete(sqp);
+}
+
+/* Declares lost every packet in flight for longer than the RTO. */
+static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now)
+{
+	struct soft_req *req = &sqp->req;
+	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
+	bool any = false;
+	u32 i;
+
+	for (i = 0; i < span; i++) {
+		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
+						SOFT_WINDOW];
+
+		if (e->state == PKT_INFLIGHT &&
+		    (s32)(now - e->sent_us) >= (s32)req->rto_us) {
+			declare_lost(sqp->qp->mdev, req, e);
+			any = true;
+		}
+	}
+	return any;
+}
+
+/* IB local ACK timeout: 4.096 us * 2^timeout; 0 is infinite. */
+static u64 ib_timeout_ns(u8 timeout)
+{
+	return timeout ? 4096ULL << timeout : 0;
+}
+
+/* The RTO, or sooner the end of the current retry period. */
+static ktime_t next_expiry(struct soft_req *req, u64 limit, u64 now_ns)
+{
+	u64 next = (u64)req->rto_us * NSEC_PER_USEC;
+
+	if (limit && req->progress_ns + limit > now_ns)
+		next = min(next, req->progress_ns + limit - now_ns);
+	return ns_to_ktime(next);
+}
+
+enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
+{
+	struct soft_req *req = container_of(timer, struct soft_req, timer);
+	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
+						    req);
+	struct metaroce_qp *qp = sqp->qp;
+	u64 limit = ib_timeout_ns(qp->attr.timeout);
+	u64 now_ns = ktime_get_ns();
+
+	spin_lock_bh(&req->lock);
+	if (READ_ONCE(sqp->dying))
+		goto out;
+	if (req->rnr_wait) {
+		req->rnr_wait = false;
+		soft_schedule_tx(sqp);
+		goto out;
+	}
+	if (!req->inflight && !req->nr_lost)
+		goto out;
+
+	if (expire_packets(sqp, soft_now_us())) {
+		metaroce_count(qp->mdev, RTO_EXPIRED);
+		req->rto_us = min_t(u32, 2 * req->rto_us, SOFT_MAX_RTO_US);
+		soft_cc_on_rto(&req->cc);
+		soft_schedule_tx(sqp);
+	}
+	if (limit && now_ns - req->progress_ns >= limit) {
+		req->progress_ns = now_ns;
+		if (++req->retries > qp->attr.retry_cnt) {
+			metaroce_count(qp->mdev, RETRY_EXCEEDED);
+			fail_oldest(sqp, IB_WC_RETRY_EXC_ERR);
+			goto out;
+		}
+	}
+	/* Someone re-armed it meanwhile (an RNR NAK): that one stands. */
+	if (hrtimer_is_queued(timer))
+		goto out;
+	hrtimer_forward_now(timer, next_expiry(req, limit, now_ns));
+	spin_unlock_bh(&req->lock);
+	return HRTIMER_RESTART;
+out:
+	spin_unlock_bh(&req->lock);
+	return HRTIMER_NORESTART;
+}

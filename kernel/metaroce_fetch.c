@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Taking work requests from the shared rings. Each WQE is copied once into
+ * engine memory and checked there, so nothing user space writes later can
+ * change what the engine does; the MRs it names are looked up and held
+ * until the copy is released.
+ */
+#include "metaroce_loc.h"
+#include "metaroce_soft.h"
+
+void soft_release_swqe(struct soft_swqe *swqe)
+{
+	int i;
+
+	for (i = 0; i < METAROCE_MAX_SGE; i++) {
+		if (swqe->mr[i])
+			metaroce_mr_put(swqe->mr[i]);
+		swqe->mr[i] = NULL;
+	}
+}
+
+void soft_release_rwqe(struct soft_rwqe *rwqe)
+{
+	int i;
+
+	for (i = 0; i < METAROCE_MAX_SGE; i++) {
+		if (rwqe->mr[i])
+			metaroce_mr_put(rwqe->mr[i]);
+		rwqe->mr[i] = NULL;
+	}
+	rwqe->taken = false;
+}
+
+static u8 wire_opcode(const struct metaroce_qp *qp, u32 wr_opcode)
+{
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return (wr_opcode == IB_WR_SEND ||
+			wr_opcode == IB_WR_SEND_WITH_IMM) ?
+		       METAROCE_OP_UD_SEND : 0;
+
+	switch (wr_opcode) {
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+		return METAROCE_OP_SEND;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return METAROCE_OP_WRITE;
+	case IB_WR_RDMA_READ:
+		return METAROCE_OP_READ_REQ;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Looks up and checks the MRs of @num_sge SGEs for @access; returns the
+ * total length, or a negative IB_WC_* status.
+ */
+static s64 hold_sge_mrs(struct metaroce_qp *qp, const struct metaroce_sge *sge,
+			struct metaroce_mr **mr, u32 num_sge, int access)
+{
+	u64 total = 0;
+	u32 i;
+
+	for (i = 0; i < num_sge; i++) {
+		if (!sge[i].length)
+			continue;
+		mr[i] = metaroce_mr_get(qp->mdev, sge[i].lkey);
+		if (!mr[i] || !metaroce_mr_allows(mr[i], qp->ibqp.pd,
+						  sge[i].addr, sge[i].length,
+						  access))
+			return -IB_WC_LOC_PROT_ERR;
+		total += sge[i].length;
+	}
+	if (total > METAROCE_MAX_MSG_SIZE)
+		return -IB_WC_LOC_LEN_ERR;
+	return total;
+}
+
+static int fetch_ud_dest(struct metaroce_qp *qp, struct soft_swqe *swqe)
+{
+	struct metaroce_ah *ah;
+
+	if (!qp->is_user) {
+		ah = metaroce_wqe_kernel_ah(&swqe->wqe);
+		if (!ah)
+			return -EINVAL;
+		swqe->av = ah->av;
+		return 0;
+	}
+	return metaroce_ah_lookup(qp->mdev, swqe->wqe.ud.ah, qp->ibqp.pd,
+				  &swqe->av);
+}
+
+/*
+ * Copies and checks send WQE @index. On failure the copy carries the
+ * completion status in ->status and a negative errno is returned.
+ */
+int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_swqe *swqe;
+	const struct metaroce_send_wqe *src;
+	int access = 0;
+	s64 len;
+
+	swqe = &sqp->req.swqes[index & (qp->sq.num_slots - 1)];
+	src = metaroce_queue_slot(&qp->sq, index);
+	soft_release_swqe(swqe);
+	memset(swqe, 0, sizeof(*swqe));
+	swqe->wqe = *src;
+	swqe->status = IB_WC_SUCCESS;
+
+	swqe->wire_op = wire_opcode(qp, swqe->wqe.opcode);
+	if (!swqe->wire_op)
+		goto bad_op;
+
+	if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
+		if (swqe->wire_op == METAROCE_OP_READ_REQ ||
+		    swqe->wqe.inline_len > qp->max_inline)
+			goto bad_len;
+		memcpy(swqe->inline_data, src + 1, swqe->wqe.inline_len);
+		swqe->wqe.num_sge = 0;
+		swqe->length = swqe->wqe.inline_len;
+	} else {
+		if (swqe->wqe.num_sge > qp->max_send_sge)
+			goto bad_len;
+		memcpy(swqe->sge, src + 1,
+		       swqe->wqe.num_sge * sizeof(struct metaroce_sge));
+		/* A READ writes into the local buffers. */
+		if (swqe->wire_op == METAROCE_OP_READ_REQ)
+			access = IB_ACCESS_LOCAL_WRITE;
+		len = hold_sge_mrs(qp, swqe->sge, swqe->mr, swqe->wqe.num_sge,
+				   access);
+		if (len < 0) {
+			swqe->status = -len;
+			return -EINVAL;
+		}
+		swqe->length = len;
+	}
+
+	if (swqe->wire_op == METAROCE_OP_UD_SEND) {
+		if (swqe->length > qp->mtu)
+			goto bad_len;
+		if (fetch_ud_dest(qp, swqe))
+			goto bad_op;
+	}
+	return 0;
+
+bad_len:
+	swqe->status = IB_WC_LOC_LEN_ERR;
+	return -EINVAL;
+bad_op:
+	swqe->status = IB_WC_LOC_QP_OP_ERR;
+	return -EINVAL;
+}
+
+/*
+ * Copies and checks receive WQE @index into its slot. A bad SGE leaves
+ * ->status set; the message that lands there completes in error.
+ */
+int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_rwqe *rwqe;
+	const struct metaroce_recv_wqe *src;
+	s64 len;
+
+	rwqe = &sqp->resp.rwqes[index & (qp->rq.num_slots - 1)];
+	src = metaroce_queue_slot(&qp->rq, index);
+	soft_release_rwqe(rwqe);
+	memset(rwqe, 0, sizeof(*rwqe));
+	rwqe->wqe = *src;
+	rwqe->taken = true;
+	rwqe->status = IB_WC_SUCCESS;
+
+	if (rwqe->wqe.num_sge > qp->max_recv_sge) {
+		rwqe->wqe.num_sge = 0;
+		rwqe->status = IB_WC_LOC_LEN_ERR;
+		return -EINVAL;
+	}
+	memcpy(rwqe->sge, src + 1,
+	       rwqe->wqe.num_sge * sizeof(struct metaroce_sge));
+	len = hold_sge_mrs(qp, rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
+			   IB_ACCESS_LOCAL_WRITE);
+	if (len < 0) {
+		rwqe->status = -len;
+		return -EINVAL;
+	}
+	rwqe->capacity = len;
+	return 0;
+}
+
+/* Finds the SGE holding byte @offset; returns its index, *@in = offset. */
+static u32 sge_seek(const struct metaroce_sge *sge, u32 num_sge, u32 offset,
+		    u32 *in)
+{
+	u32 i;
+
+	for (i = 0; i < num_sge; i++) {
+		if (offset < sge[i].length)
+			break;
+		offset -= sge[i].length;
+	}
+	*in = offset;
+	return i;
+}
+
+/* Copies @len bytes at message offset @offset of a send WQE into @buf. */
+void soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
+			 u32 len)
+{
+	u32 i, in;
+
+	if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
+		memcpy(buf, swqe->inline_data + offset, len);
+		return;
+	}
+	for (i = sge_seek(swqe->sge, swqe->wqe.num_sge, offset, &in); len;
+	     i++, in = 0) {
+		u32 chunk = min(len, swqe->sge[i].length - in);
+
+		metaroce_mr_copy_to_buf(swqe->mr[i], swqe->sge[i].addr + in,
+					buf, chunk);
+		buf += chunk;
+		len -= chunk;
+	}
+}
+
+/* Attaches message bytes [@offset, @offset + @len) to @skb, zero copy. */
+int soft_attach_sges(struct soft_swqe *swqe, u32 offset, u32 len,
+		     struct sk_buff *skb)
+{
+	u32 i, in;
+	int err;
+
+	for (i = sge_seek(swqe->sge, swqe->wqe.num_sge, offset, &in); len;
+	     i++, in = 0) {
+		u32 chunk = min(len, swqe->sge[i].length - in);
+
+		err = metaroce_mr_attach_to_skb(swqe->mr[i],
+						swqe->sge[i].addr + in, skb,
+						chunk);
+		if (err)
+			return err;
+		len -= chunk;
+	}
+	return 0;
+}
+
+/*
+ * Scatters @len bytes of @skb at @skb_offset into the SGEs, from byte
+ * @offset of the buffer they describe. The caller checked the capacity.
+ */
+int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
+		       u32 num_sge, u32 offset, const struct sk_buff *skb,
+		       u32 skb_offset, u32 len)
+{
+	u32 i, in;
+	int err;
+
+	for (i = sge_seek(sge, num_sge, offset, &in); len; i++, in = 0) {
+		u32 chunk = min(len, sge[i].length - in);
+
+		err = metaroce_mr_copy_from_skb(mr[i], sge[i].addr + in, skb,
+						skb_offset, chunk);
+		if (err)
+			return err;
+		skb_offset += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
+/* As soft_place_in_sges(), from a buffer. */
+void soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
+			    u32 num_sge, u32 offset, const void *buf, u32 len)
+{
+	u32 i, in;
+
+	for (i = sge_seek(sge, num_sge, offset, &in); len; i++, in = 0) {
+		u32 chunk = min(len, sge[i].length - in);
+
+		metaroce_mr_copy_from_buf(mr[i], sge[i].addr + in, buf, chunk);
+		buf += chunk;
+		len -= chunk;
+	}
+}

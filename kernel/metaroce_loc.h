@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Declarations shared between the files of the module, grouped by the
+ * file that defines them.
+ */
+#ifndef METAROCE_LOC_H
+#define METAROCE_LOC_H
+
+#include "metaroce.h"
+
+/* metaroce_main.c: module state and the registry of live devices */
+extern struct workqueue_struct *metaroce_wq;
+extern unsigned int metaroce_default_paths;
+struct metaroce_dev *metaroce_get_dev_by_netdev(struct net_device *ndev);
+struct metaroce_dev *metaroce_get_dev_for_skb(struct sk_buff *skb);
+int metaroce_registry_add(struct metaroce_dev *mdev);
+void metaroce_registry_remove(struct metaroce_dev *mdev);
+
+/* metaroce_dev.c: device creation, attributes, port state */
+int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev);
+enum ib_port_state metaroce_port_state(const struct metaroce_dev *mdev);
+enum ib_mtu metaroce_active_mtu(const struct metaroce_dev *mdev);
+void metaroce_dealloc_driver(struct ib_device *ibdev);
+int metaroce_notifier_init(void);
+void metaroce_notifier_exit(void);
+
+/* metaroce_sysfs.c: per-device tunables */
+extern const struct attribute_group metaroce_attr_group;
+
+/* metaroce_verbs.c: the ib_device_ops glue */
+extern const struct ib_device_ops metaroce_dev_ops;
+
+/* metaroce_counters.c */
+struct rdma_hw_stats *metaroce_alloc_hw_port_stats(struct ib_device *ibdev,
+						   u32 port_num);
+int metaroce_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+			  u32 port, int index);
+
+/* metaroce_queue.c: mmap of the shared rings */
+int metaroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
+void metaroce_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
+
+/* metaroce_mr.c */
+struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 iova, int access,
+				   struct ib_udata *udata);
+int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key);
+void metaroce_mr_put(struct metaroce_mr *mr);
+bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
+			u64 addr, u64 len, int access);
+int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
+			      const struct sk_buff *skb, int skb_offset,
+			      u32 len);
+void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+			       const void *buf, u32 len);
+void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+			     void *buf, u32 len);
+int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
+			      struct sk_buff *skb, u32 len);
+
+/* metaroce_cq.c */
+int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		       struct ib_udata *udata);
+int metaroce_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int metaroce_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+int metaroce_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int metaroce_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int metaroce_cq_post(struct metaroce_cq *cq, const struct metaroce_cqe *cqe,
+		     bool solicited);
+
+/* metaroce_ah.c */
+int metaroce_av_from_attr(struct metaroce_av *av,
+			  const struct rdma_ah_attr *attr);
+int metaroce_ah_lookup(struct metaroce_dev *mdev, u32 handle,
+		       struct ib_pd *pd, struct metaroce_av *av);
+int metaroce_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
+		       struct ib_udata *udata);
+int metaroce_destroy_ah(struct ib_ah *ibah, u32 flags);
+
+/* metaroce_qp.c */
+int metaroce_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		       struct ib_udata *udata);
+int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		       struct ib_udata *udata);
+int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		      struct ib_qp_init_attr *init);
+int metaroce_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int metaroce_qp_set_state(struct metaroce_qp *qp, enum ib_qp_state state);
+void metaroce_qp_event(struct metaroce_qp *qp, enum ib_event_type type);
+
+/* metaroce_post.c */
+int metaroce_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		       const struct ib_send_wr **bad_wr);
+int metaroce_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		       const struct ib_recv_wr **bad_wr);
+
+/* metaroce_rx.c: packets from the network */
+void metaroce_rx(struct metaroce_dev *mdev, struct sk_buff *skb);
+
+/* metaroce_net.c: per-network-namespace UDP endpoint of the soft-NIC */
+extern unsigned short metaroce_udp_port;
+int metaroce_net_init(void);
+void metaroce_net_exit(void);
+int metaroce_net_open(struct net *net);
+
+#endif /* METAROCE_LOC_H */

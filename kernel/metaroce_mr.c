@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Memory regions: registration, key lookup, access checks, and moving
+ * bytes between packets and registered memory.
+ */
+#include <linux/highmem.h>
+#include <linux/random.h>
+#include <linux/skbuff.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_umem.h>
+
+#include "metaroce_loc.h"
+
+#define MR_INDEX_LIMIT	XA_LIMIT(1, (1U << 24) - 1)
+
+static void mr_release_work(struct work_struct *work)
+{
+	struct metaroce_mr *mr = container_of(work, struct metaroce_mr,
+					      release_work);
+
+	kvfree(mr->pages);
+	ib_umem_release(mr->umem);
+	kfree(mr);
+}
+
+/* May be called from softirq: the release itself may sleep, so defer it. */
+void metaroce_mr_put(struct metaroce_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->ref))
+		queue_work(metaroce_wq, &mr->release_work);
+}
+
+/* Finds the MR with key @key and takes a reference, or returns NULL. */
+struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
+{
+	struct metaroce_mr *mr;
+
+	rcu_read_lock();
+	mr = xa_load(&mdev->mrs, key >> 8);
+	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->ref)))
+		mr = NULL;
+	rcu_read_unlock();
+	return mr;
+}
+
+/*
+ * Checks that [addr, addr + len) lies in @mr, that @mr belongs to @pd and
+ * that it grants @access (IB_ACCESS_* bits; 0 for a local read).
+ */
+bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
+			u64 addr, u64 len, int access)
+{
+	if (mr->ibmr.pd != pd)
+		return false;
+	if ((mr->access & access) != access)
+		return false;
+	if (mr->is_dma)
+		return true;
+	return addr >= mr->iova && len <= mr->length &&
+	       addr - mr->iova <= mr->length - len;
+}
+
+/* The page that holds byte @addr of @mr, and the offset of it there. */
+static struct page *mr_page(const struct metaroce_mr *mr, u64 addr,
+			    unsigned int *offset)
+{
+	void *vaddr;
+	u64 pos;
+
+	if (mr->is_dma) {
+		vaddr = (void *)(uintptr_t)addr;
+		*offset = offset_in_page(vaddr);
+		return is_vmalloc_addr(vaddr) ? vmalloc_to_page(vaddr) :
+						virt_to_page(vaddr);
+	}
+	pos = addr - mr->iova + mr->page_offset;
+	*offset = pos & (PAGE_SIZE - 1);
+	return mr->pages[pos >> PAGE_SHIFT];
+}
+
+/* Copies @len bytes at @skb_offset of @skb to @addr in @mr (checked). */
+int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
+			      const struct sk_buff *skb, int skb_offset,
+			      u32 len)
+{
+	while (len) {
+		unsigned int offset;
+		struct page *page = mr_page(mr, addr, &offset);
+		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+		void *dst = kmap_local_page(page);
+		int err = skb_copy_bits(skb, skb_offset, dst + offset, chunk);
+
+		kunmap_local(dst);
+		if (err)
+			return err;
+		addr += chunk;
+		skb_offset += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
+/* Copies @len bytes of @buf to @addr in @mr (checked). */
+void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+			       const void *buf, u32 len)
+{
+	while (len) {
+		unsigned int offset;
+		struct page *page = mr_page(mr, addr, &offset);
+		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+		void *dst = kmap_local_page(page);
+
+		memcpy(dst + offset, buf, chunk);
+		kunmap_local(dst);
+		addr += chunk;
+		buf += chunk;
+		len -= chunk;
+	}
+}
+
+/* Copies @len bytes at @addr of @mr into @buf (checked). */
+void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+			     void *buf, u32 len)
+{
+	while (len) {
+		unsigned int offset;
+		struct page *page = mr_page(mr, addr, &offset);
+		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+		void *src = kmap_local_page(page);
+
+		memcpy(buf, src + offset, chunk);
+		kunmap_local(src);
+		addr += chunk;
+		buf += chunk;
+		len -= chunk;
+	}
+}
+
+/*
+ * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
+ * copying. Returns -EMSGSIZE when the skb has no fragment slots left.
+ */
+int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
+			      struct sk_buff *skb, u32 len)
+{
+	while (len) {
+		unsigned int offset;
+		struct page *page = mr_page(mr, addr, &offset);
+		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+		int nr = skb_shinfo(skb)->nr_frags;
+
+		if (nr >= MAX_SKB_FRAGS)
+			return -EMSGSIZE;
+		get_page(page);
+		skb_fill_page_desc(skb, nr, page, offset, chunk);
+		skb->len += chunk;
+		skb->data_len += chunk;
+		skb->truesize += chunk;
+		addr += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
+static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access)
+{
+	struct metaroce_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+
+	if (!mr)
+		return NULL;
+	mr->mdev = mdev;
+	mr->access = access;
+	refcount_set(&mr->ref, 1);
+	INIT_WORK(&mr->release_work, mr_release_work);
+	return mr;
+}
+
+/* Gives @mr its key and makes it findable. */
+static int mr_publish(struct metaroce_mr *mr)
+{
+	struct metaroce_dev *mdev = mr->mdev;
+	u32 index;
+	int err;
+
+	err = xa_alloc_cyclic(&mdev->mrs, &index, NULL, MR_INDEX_LIMIT,
+			      &mdev->next_mr, GFP_KERNEL);
+	if (err < 0)
+		return err;
+	mr->ibmr.lkey = (index << 8) | get_random_u8();
+	mr->ibmr.rkey = mr->ibmr.lkey;
+	xa_store(&mdev->mrs, index, mr, GFP_KERNEL);
+	return 0;
+}
+
+struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct metaroce_mr *mr = mr_alloc(to_mdev(ibpd->device), access);
+	int err;
+
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->is_dma = true;
+	mr->length = U64_MAX;
+	err = mr_publish(mr);
+	if (err) {
+		kfree(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ibmr;
+}
+
+static int mr_pin_pages(struct metaroce_mr *mr)
+{
+	struct sg_page_iter iter;
+	unsigned long i = 0;
+
+	mr->npages = ib_umem_num_pages(mr->umem);
+	mr->pages = kvcalloc(max(mr->npages, 1UL), sizeof(*mr->pages),
+			     GFP_KERNEL);
+	if (!mr->pages)
+		return -ENOMEM;
+	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &iter, 0) {
+		if (WARN_ON_ONCE(i >= mr->npages))
+			break;
+		mr->pages[i++] = sg_page_iter_page(&iter);
+	}
+	mr->page_offset = ib_umem_offset(mr->umem);
+	return 0;
+}
+
+struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 iova, int access, struct ib_udata *udata)
+{
+	struct metaroce_dev *mdev = to_mdev(ibpd->device);
+	struct metaroce_mr *mr;
+	int err;
+
+	if (length > METAROCE_MAX_MR_SIZE)
+		return ERR_PTR(-EINVAL);
+
+	mr = mr_alloc(mdev, access);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->iova = iova;
+	mr->length = length;
+
+	mr->umem = ib_umem_get(&mdev->ib_dev, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		err = PTR_ERR(mr->umem);
+		mr->umem = NULL;
+		goto err_free;
+	}
+	err = mr_pin_pages(mr);
+	if (err)
+		goto err_free;
+	err = mr_publish(mr);
+	if (err)
+		goto err_free;
+	return &mr->ibmr;
+
+err_free:
+	mr_release_work(&mr->release_work);
+	return ERR_PTR(err);
+}
+
+int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct metaroce_mr *mr = to_mmr(ibmr);
+
+	/* New lookups fail; work requests in flight keep their reference. */
+	xa_erase(&mr->mdev->mrs, ibmr->lkey >> 8);
+	metaroce_mr_put(mr);
+	return 0;
+}

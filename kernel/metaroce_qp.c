@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Queue pairs: creation, the verbs state machine with attribute checks,
+ * query and destruction. The engine is told of every state change.
+ */
+#include <rdma/uverbs_ioctl.h>
+
+#include "metaroce_loc.h"
+#include "metaroce_engine.h"
+
+#define QPN_LIMIT	XA_LIMIT(METAROCE_MIN_QPN, METAROCE_QPN_MASK)
+
+static int check_init_attr(struct metaroce_dev *mdev,
+			   const struct ib_qp_init_attr *init)
+{
+	const struct ib_qp_cap *cap = &init->cap;
+
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+	case IB_QPT_UD:
+	case IB_QPT_GSI:
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (init->srq || init->create_flags || init->rwq_ind_tbl)
+		return -EOPNOTSUPP;
+	if (!init->send_cq || !init->recv_cq)
+		return -EINVAL;
+	if (cap->max_send_wr > METAROCE_MAX_QP_WR ||
+	    cap->max_recv_wr > METAROCE_MAX_QP_WR ||
+	    cap->max_send_sge > METAROCE_MAX_SGE ||
+	    cap->max_recv_sge > METAROCE_MAX_SGE ||
+	    cap->max_inline_data > METAROCE_MAX_INLINE)
+		return -EINVAL;
+	return 0;
+}
+
+static u32 send_wqe_size(const struct ib_qp_cap *cap)
+{
+	u32 body = max_t(u32, max(cap->max_send_sge, 1U) *
+			 sizeof(struct metaroce_sge), cap->max_inline_data);
+
+	return sizeof(struct metaroce_send_wqe) + body;
+}
+
+static u32 recv_wqe_size(const struct ib_qp_cap *cap)
+{
+	return sizeof(struct metaroce_recv_wqe) +
+	       max(cap->max_recv_sge, 1U) * sizeof(struct metaroce_sge);
+}
+
+static int create_queues(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
+			 struct ib_udata *udata,
+			 struct metaroce_create_qp_resp *resp)
+{
+	struct ib_qp_cap *cap = &init->cap;
+	struct metaroce_ucontext *uctx;
+	int err;
+
+	err = metaroce_queue_init(&qp->sq, max(cap->max_send_wr, 1U),
+				  send_wqe_size(cap));
+	if (err)
+		return err;
+	err = metaroce_queue_init(&qp->rq, max(cap->max_recv_wr, 1U),
+				  recv_wqe_size(cap));
+	if (err)
+		goto err_sq;
+
+	/* Report what the rings really hold. */
+	cap->max_send_wr = qp->sq.num_slots;
+	cap->max_recv_wr = qp->rq.num_slots;
+	cap->max_send_sge = (qp->sq.slot_size -
+			     sizeof(struct metaroce_send_wqe)) /
+			    sizeof(struct metaroce_sge);
+	cap->max_send_sge = min_t(u32, cap->max_send_sge, METAROCE_MAX_SGE);
+	cap->max_recv_sge = min_t(u32, (qp->rq.slot_size -
+			     sizeof(struct metaroce_recv_wqe)) /
+			    sizeof(struct metaroce_sge), METAROCE_MAX_SGE);
+	cap->max_inline_data = min_t(u32, qp->sq.slot_size -
+				     sizeof(struct metaroce_send_wqe),
+				     METAROCE_MAX_INLINE);
+	qp->max_send_sge = cap->max_send_sge;
+	qp->max_recv_sge = cap->max_recv_sge;
+	qp->max_inline = cap->max_inline_data;
+	if (!udata)
+		return 0;
+
+	uctx = rdma_udata_to_drv_context(udata, struct metaroce_ucontext, ibuc);
+	err = metaroce_queue_expose(&qp->sq, &uctx->ibuc, &resp->sq);
+	if (err)
+		goto err_rq;
+	err = metaroce_queue_expose(&qp->rq, &uctx->ibuc, &resp->rq);
+	if (err)
+		goto err_rq;
+	resp->max_inline_data = qp->max_inline;
+	return 0;
+
+err_rq:
+	metaroce_queue_cleanup(&qp->rq);
+err_sq:
+	metaroce_queue_cleanup(&qp->sq);
+	return err;
+}
+
+static int alloc_qpn(struct metaroce_dev *mdev, struct metaroce_qp *qp,
+		     enum ib_qp_type type)
+{
+	u32 qpn;
+	int err;
+
+	if (type == IB_QPT_GSI) {
+		err = xa_insert(&mdev->qps, METAROCE_GSI_QPN, NULL, GFP_KERNEL);
+		qpn = METAROCE_GSI_QPN;
+	} else {
+		err = xa_alloc_cyclic(&mdev->qps, &qpn, NULL, QPN_LIMIT,
+				      &mdev->next_qpn, GFP_KERNEL);
+	}
+	if (err < 0)
+		return err;
+	qp->ibqp.qp_num = qpn;
+	return 0;
+}
+
+int metaroce_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		       struct ib_udata *udata)
+{
+	struct metaroce_dev *mdev = to_mdev(ibqp->device);
+	struct metaroce_qp *qp = to_mqp(ibqp);
+	struct metaroce_create_qp_resp resp = {};
+	int err;
+
+	err = check_init_attr(mdev, init);
+	if (err)
+		return err;
+	if (udata && udata->outlen < sizeof(resp))
+		return -EINVAL;
+
+	qp->mdev = mdev;
+	qp->is_user = !!udata;
+	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	qp->scq = to_mcq(init->send_cq);
+	qp->rcq = to_mcq(init->recv_cq);
+	qp->state = IB_QPS_RESET;
+	qp->attr.qp_state = IB_QPS_RESET;
+	qp->attr.path_mtu = IB_MTU_1024;
+	qp->mtu = ib_mtu_enum_to_int(IB_MTU_1024);
+	refcount_set(&qp->ref, 1);
+	init_completion(&qp->released);
+	mutex_init(&qp->modify_lock);
+	spin_lock_init(&qp->state_lock);
+	spin_lock_init(&qp->sq_post_lock);
+	spin_lock_init(&qp->rq_post_lock);
+
+	err = alloc_qpn(mdev, qp, init->qp_type);
+	if (err)
+		return err;
+	err = create_queues(qp, init, udata, &resp);
+	if (err)
+		goto err_qpn;
+	err = mdev->engine->qp_create(qp);
+	if (err)
+		goto err_queues;
+	if (udata) {
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto err_engine;
+	}
+	/* Now the packet path can find it. */
+	xa_store(&mdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
+	return 0;
+
+err_engine:
+	mdev->engine->qp_destroy(qp);
+err_queues:
+	metaroce_queue_cleanup(&qp->rq);
+	metaroce_queue_cleanup(&qp->sq);
+err_qpn:
+	xa_erase(&mdev->qps, ibqp->qp_num);
+	return err;
+}
+
+/* Attribute values ib_modify_qp_is_ok() does not look at. */
+static int check_attr_values(struct metaroce_qp *qp,
+			     const struct ib_qp_attr *attr, int mask)
+{
+	if ((mask & IB_QP_PORT) && attr->port_num != METAROCE_PORT)
+		return -EINVAL;
+	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index)
+		return -EINVAL;
+	if ((mask & IB_QP_PATH_MTU) &&
+	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) &&
+	    attr->max_rd_atomic > METAROCE_MAX_RD_ATOMIC)
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) &&
+	    attr->max_dest_rd_atomic > METAROCE_MAX_RD_ATOMIC)
+		return -EINVAL;
+	if ((mask & IB_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_TIMEOUT) && attr->timeout > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_DEST_QPN) && attr->dest_qp_num > METAROCE_QPN_MASK)
+		return -EINVAL;
+	if ((mask & IB_QP_SQ_PSN) && attr->sq_psn > METAROCE_PSN_MASK)
+		return -EINVAL;
+	if ((mask & IB_QP_RQ_PSN) && attr->rq_psn > METAROCE_PSN_MASK)
+		return -EINVAL;
+	if ((mask & IB_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE |
+				       IB_ACCESS_REMOTE_READ |
+				       IB_ACCESS_REMOTE_ATOMIC |
+				       IB_ACCESS_LOCAL_WRITE)))
+		return -EINVAL;
+	return 0;
+}
+
+/* Copies the attributes named by @mask into the QP. */
+static void apply_attr(struct metaroce_qp *qp, const struct ib_qp_attr *attr,
+		       int mask, const struct metaroce_av *av)
+{
+	struct ib_qp_attr *cur = &qp->attr;
+
+	if (mask & IB_QP_AV) {
+		rdma_replace_ah_attr(&cur->ah_attr, &attr->ah_attr);
+		qp->av = *av;
+	}
+	if (mask & IB_QP_PATH_MTU) {
+		cur->path_mtu = attr->path_mtu;
+		qp->mtu = ib_mtu_enum_to_int(attr->path_mtu);
+	}
+	if (mask & IB_QP_ACCESS_FLAGS)
+		cur->qp_access_flags = attr->qp_access_flags;
+	if (mask & IB_QP_PKEY_INDEX)
+		cur->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_PORT)
+		cur->port_num = attr->port_num;
+	if (mask & IB_QP_QKEY)
+		cur->qkey = attr->qkey;
+	if (mask & IB_QP_DEST_QPN)
+		cur->dest_qp_num = attr->dest_qp_num;
+	if (mask & IB_QP_RQ_PSN)
+		cur->rq_psn = attr->rq_psn;
+	if (mask & IB_QP_SQ_PSN)
+		cur->sq_psn = attr->sq_psn;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		cur->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		cur->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		cur->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_TIMEOUT)
+		cur->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		cur->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		cur->rnr_retry = attr->rnr_retry;
+	if (mask & IB_QP_EN_SQD_ASYNC_NOTIFY)
+		cur->en_sqd_async_notify = attr->en_sqd_async_notify;
+}
+
+int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		       struct ib_udata *udata)
+{
+	struct metaroce_qp *qp = to_mqp(ibqp);
+	enum ib_qp_state cur_state, new_state;
+	struct metaroce_av av = {};
+	int err;
+
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+
+	mutex_lock(&qp->modify_lock);
+	cur_state = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+	new_state = (mask & IB_QP_STATE) ? attr->qp_state : cur_state;
+	err = -EINVAL;
+	if (!ib_modify_qp_is_ok(cur_state, new_state, ibqp->qp_type, mask))
+		goto out;
+	err = check_attr_values(qp, attr, mask);
+	if (err)
+		goto out;
+	if (mask & IB_QP_AV) {
+		err = metaroce_av_from_attr(&av, &attr->ah_attr);
+		if (err)
+			goto out;
+	}
+
+	apply_attr(qp, attr, mask, &av);
+	/* The path MTU never exceeds what the netdev carries. */
+	qp->mtu = min_t(u32, qp->mtu,
+			ib_mtu_enum_to_int(metaroce_active_mtu(qp->mdev)));
+	err = metaroce_qp_set_state(qp, new_state);
+out:
+	mutex_unlock(&qp->modify_lock);
+	return err;
+}
+
+/*
+ * Moves the QP to @state and lets the engine act on it. Also how the
+ * engine itself moves a QP to the error state (from any context).
+ */
+int metaroce_qp_set_state(struct metaroce_qp *qp, enum ib_qp_state state)
+{
+	enum ib_qp_state old;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->state_lock, flags);
+	old = qp->state;
+	WRITE_ONCE(qp->state, state);
+	qp->attr.qp_state = state;
+	spin_unlock_irqrestore(&qp->state_lock, flags);
+
+	return qp->mdev->engine->qp_state_changed(qp, old, state);
+}
+
+/* Reports an affiliated asynchronous event on the QP. */
+void metaroce_qp_event(struct metaroce_qp *qp, enum ib_event_type type)
+{
+	struct ib_qp *ibqp = &qp->ibqp;
+	struct ib_event ev = {
+		.device = ibqp->device,
+		.element.qp = ibqp,
+		.event = type,
+	};
+
+	if (ibqp->event_handler)
+		ibqp->event_handler(&ev, ibqp->qp_context);
+}
+
+int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		      struct ib_qp_init_attr *init)
+{
+	struct metaroce_qp *qp = to_mqp(ibqp);
+
+	mutex_lock(&qp->modify_lock);
+	*attr = qp->attr;
+	/* ib_query_qp() hands out no reference on the source GID. */
+	attr->ah_attr.grh.sgid_attr = NULL;
+	attr->qp_state = READ_ONCE(qp->state);
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap.max_send_wr = qp->sq.num_slots;
+	attr->cap.max_recv_wr = qp->rq.num_slots;
+	attr->cap.max_send_sge = qp->max_send_sge;
+	attr->cap.max_recv_sge = qp->max_recv_sge;
+	attr->cap.max_inline_data = qp->max_inline;
+	attr->sq_draining = attr->qp_state == IB_QPS_SQD &&
+			    !qp->mdev->engine->sq_drained(qp);
+	mutex_unlock(&qp->modify_lock);
+
+	memset(init, 0, sizeof(*init));
+	init->send_cq = &qp->scq->ibcq;
+	init->recv_cq = &qp->rcq->ibcq;
+	init->cap = attr->cap;
+	init->qp_type = ibqp->qp_type;
+	init->sq_sig_type = qp->sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	init->port_num = METAROCE_PORT;
+	return 0;
+}
+
+int metaroce_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct metaroce_qp *qp = to_mqp(ibqp);
+	struct metaroce_dev *mdev = qp->mdev;
+
+	/* No new lookups; wait for the packet path to let go. */
+	xa_erase(&mdev->qps, ibqp->qp_num);
+	metaroce_qp_put(qp);
+	wait_for_completion(&qp->released);
+
+	mdev->engine->qp_destroy(qp);
+	metaroce_queue_cleanup(&qp->rq);
+	metaroce_queue_cleanup(&qp->sq);
+	rdma_destroy_ah_attr(&qp->attr.ah_attr);
+	mutex_destroy(&qp->modify_lock);
+	return 0;
+}

@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Requester, transmit side (protocol.md sections 3, 5 and 8): turns send
+ * WQEs into packets, one PSN each (a READ: one per response packet, asked
+ * for in parts), within the SACK window and the congestion window, and
+ * resends what the completer declared lost. Runs in the QP's worker.
+ *
+ * Each step is planned under the requester lock (which PSN, which path,
+ * the scoreboard updated) and then built and sent without it.
+ */
+#include "metaroce_loc.h"
+#include "metaroce_soft.h"
+
+/* What to send next, decided under the lock. */
+struct tx_plan {
+	struct soft_swqe *swqe;
+	u32 psn;
+	u32 offset;			/* in the message */
+	u32 len;			/* payload, or READ part bytes */
+	u8 flags;
+	u8 path;
+	bool retx;
+};
+
+static u32 sq_slot(const struct metaroce_qp *qp, u32 index)
+{
+	return index & (qp->sq.num_slots - 1);
+}
+
+void soft_req_init(struct metaroce_soft_qp *sqp)
+{
+	struct soft_req *req = &sqp->req;
+
+	spin_lock_init(&req->lock);
+	hrtimer_init(&req->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	req->timer.function = soft_req_timer_fn;
+	soft_cc_init(&req->cc);
+	req->rto_us = 10 * SOFT_MIN_RTO_US;
+}
+
+/* Starts sending from the QP's sq_psn: the RTR to RTS transition. */
+static void req_start(struct soft_req *req, u32 sq_psn)
+{
+	unsigned int i;
+
+	memset(req->pkts, 0, sizeof(req->pkts));
+	req->psn_next = sq_psn;
+	req->psn_una = sq_psn;
+	req->msn_next = 0;
+	req->tx_seq = 0;
+	req->delivered_tx_seq = 0;
+	req->nr_lost = 0;
+	req->inflight = 0;
+	req->reads = 0;
+	req->srtt_us = 0;
+	req->rttvar_us = 0;
+	req->rto_us = 10 * SOFT_MIN_RTO_US;
+	req->retries = 0;
+	req->rnr_retries = 0;
+	req->rnr_wait = false;
+	req->progress_ns = ktime_get_ns();
+	soft_cc_init(&req->cc);
+	for (i = 0; i < req->num_paths; i++) {
+		req->paths[i].state = PATH_ACTIVE;
+		req->paths[i].inflight = 0;
+		req->paths[i].consecutive_losses = 0;
+	}
+}
+
+/*
+ * The QP's requester starts over: on RESET everything posted is dropped,
+ * on RTS the PSNs start at sq_psn. Callers have stopped the worker and the
+ * timer, or hold off the RTS transition until they can.
+ */
+void soft_req_reset(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	u32 i;
+
+	spin_lock_bh(&req->lock);
+	if (READ_ONCE(qp->state) == IB_QPS_RESET || READ_ONCE(sqp->dying)) {
+		for (i = 0; i < qp->sq.num_slots; i++)
+			soft_release_swqe(&req->swqes[i]);
+		/* Drop whatever was posted. */
+		qp->sq.own_index = READ_ONCE(qp->sq.hdr->producer);
+		smp_store_release(&qp->sq.hdr->consumer, qp->sq.own_index);
+		req->fetch_index = qp->sq.own_index;
+		req->send_index = qp->sq.own_index;
+	}
+	req_start(req, qp->attr.sq_psn);
+	spin_unlock_bh(&req->lock);
+}
+
+bool soft_req_drained(struct metaroce_soft_qp *sqp)
+{
+	struct soft_req *req = &sqp->req;
+	bool drained;
+
+	spin_lock_bh(&req->lock);
+	drained = sqp->qp->sq.own_index == req->send_index;
+	spin_unlock_bh(&req->lock);
+	return drained;
+}
+
+/* Whether an earlier WQE still in flight is a READ (for IBV_SEND_FENCE). */
+static bool read_in_flight(struct metaroce_qp *qp, struct soft_req *req)
+{
+	u32 i;
+
+	for (i = qp->sq.own_index; i != req->send_index; i++) {
+		struct soft_swqe *s = &req->swqes[sq_slot(qp, i)];
+
+		if (s->wire_op == METAROCE_OP_READ_REQ && s->delivered < s->npkts)
+			return true;
+	}
+	return false;
+}
+
+/* Makes send_index name a WQE taken from the ring, if there is one. */
+static struct soft_swqe *current_swqe(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	struct soft_swqe *swqe;
+	u32 avail;
+
+	if (req->send_index == req->fetch_index) {
+		/* No new work is started in SQD. */
+		if (READ_ONCE(qp->state) != IB_QPS_RTS)
+			return NULL;
+		avail = smp_load_acquire(&qp->sq.hdr->producer) -
+			req->fetch_index;
+		if (!avail || avail > qp->sq.num_slots -
+				      (req->fetch_index - qp->sq.own_index))
+			return NULL;
+		if (soft_fetch_send_wqe(sqp, req->fetch_index)) {
+			/* A local error fails the QP; the flush reports it. */
+			req->fetch_index++;
+			req->send_index = req->fetch_index;
+			soft_qp_fail(qp);
+			return NULL;
+		}
+		req->fetch_index++;
+	}
+	swqe = &req->swqes[sq_slot(qp, req->send_index)];
+	if (!swqe->next_pkt && !swqe->npkts) {
+		/* First packet: give the message its PSNs. */
+		swqe->first_psn = req->psn_next;
+		swqe->npkts = soft_npkts(swqe->length, qp->mtu);
+		swqe->msn = req->msn_next;
+		if (swqe->wire_op == METAROCE_OP_SEND ||
+		    swqe->wqe.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+			req->msn_next++;
+	}
+	return swqe;
+}
+
+static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
+		      bool retx, bool part_end)
+{
+	struct soft_pkt *e = &req->pkts[psn % SOFT_WINDOW];
+
+	if (e->state == PKT_LOST)
+		req->nr_lost--;
+	e->tx_seq = ++req->tx_seq;
+	e->sent_us = soft_now_us();
+	e->swqe = slot;
+	e->path = path;
+	e->state = PKT_INFLIGHT;
+	e->retx = retx ? e->retx + 1 : 0;
+	e->part_end = part_end;
+	req->inflight++;
+	req->paths[path].inflight++;
+	req->paths[path].sent++;
+}
+
+static u8 data_flags(const struct soft_swqe *swqe, u32 k, u32 inflight,
+		     u32 window)
+{
+	u8 flags = 0;
+
+	if (k == 0)
+		flags |= METAROCE_F_FIRST;
+	if (k == swqe->npkts - 1) {
+		flags |= METAROCE_F_LAST | METAROCE_F_ACK_REQ;
+		if (swqe->wqe.opcode == IB_WR_SEND_WITH_IMM ||
+		    swqe->wqe.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+			flags |= METAROCE_F_IMM;
+		if (swqe->wqe.flags & METAROCE_WQE_SOLICITED)
+			flags |= METAROCE_F_SOLICITED;
+	}
+	if (4 * (inflight + 1) >= 3 * window)
+		flags |= METAROCE_F_ACK_REQ;
+	return flags;
+}
+
+/* Plans the resend of the oldest lost PSN (a READ: a re-read part). */
+static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
+	u32 i, n, psn, k;
+	struct soft_pkt *e;
+	struct soft_swqe *swqe;
+	int path;
+
+	for (i = 0; i < span; i++) {
+		psn = soft_psn_add(req->psn_una, i);
+		e = &req->pkts[psn % SOFT_WINDOW];
+		if (e->state == PKT_LOST)
+			break;
+	}
+	if (i == span)
+		return false;
+
+	swqe = &req->swqes[e->swqe];
+	k = soft_psn_diff(psn, swqe->first_psn);
+	path = soft_path_pick(req, e->path);
+	plan->swqe = swqe;
+	plan->psn = psn;
+	plan->offset = k * qp->mtu;
+	plan->path = path;
+	plan->retx = true;
+
+	if (swqe->wire_op != METAROCE_OP_READ_REQ) {
+		plan->len = min(qp->mtu, swqe->length - plan->offset);
+		plan->flags = data_flags(swqe, k, req->inflight,
+					 soft_cc_window(&req->cc)) |
+			      METAROCE_F_RETX;
+		mark_sent(req, psn, e->swqe, path, true, false);
+		return true;
+	}
+
+	/* Re-read the run of lost response packets starting here. */
+	for (n = 0; k + n < swqe->npkts && n < SOFT_READ_PART; n++) {
+		struct soft_pkt *r = &req->pkts[soft_psn_add(psn, n) %
+						 SOFT_WINDOW];
+
+		if (r->state != PKT_LOST)
+			break;
+	}
+	for (i = 0; i < n; i++)
+		mark_sent(req, soft_psn_add(psn, i), e->swqe, path, true,
+			  i == n - 1);
+	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
+	plan->flags = METAROCE_F_RETX | METAROCE_F_ACK_REQ;
+	req->reads++;
+	return true;
+}
+
+/* Plans the next new packet (or READ part) of the current WQE. */
+static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
+		     u32 room)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	struct soft_swqe *swqe = current_swqe(sqp);
+	u32 slot = sq_slot(qp, req->send_index);
+	u32 k, n, i;
+	int path;
+
+	if (!swqe)
+		return false;
+	if (!swqe->next_pkt && (swqe->wqe.flags & METAROCE_WQE_FENCE) &&
+	    read_in_flight(qp, req))
+		return false;
+
+	k = swqe->next_pkt;
+	n = 1;
+	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
+		if (req->reads >= max_t(u32, qp->attr.max_rd_atomic, 1))
+			return false;
+		n = min3(swqe->npkts - k, (u32)SOFT_READ_PART, room);
+	}
+	path = soft_path_pick(req, -1);
+	plan->swqe = swqe;
+	plan->psn = req->psn_next;
+	plan->offset = k * qp->mtu;
+	plan->path = path;
+	plan->retx = false;
+	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
+		plan->len = min(n * qp->mtu, swqe->length - plan->offset);
+		plan->flags = METAROCE_F_ACK_REQ;
+		req->reads++;
+	} else {
+		plan->len = min(qp->mtu, swqe->length - plan->offset);
+		plan->flags = data_flags(swqe, k, req->inflight,
+					 soft_cc_window(&req->cc));
+	}
+	for (i = 0; i < n; i++)
+		mark_sent(req, soft_psn_add(req->psn_next, i), slot, path,
+			  false, swqe->wire_op == METAROCE_OP_READ_REQ &&
+			  i == n - 1);
+	req->psn_next = soft_psn_add(req->psn_next, n);
+	swqe->next_pkt += n;
+	if (swqe->next_pkt == swqe->npkts)
+		req->send_index++;
+	return true;
+}
+
+/* Decides the next transmission; false when nothing may go now. */
+static bool plan_next(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
+{
+	struct soft_req *req = &sqp->req;
+	u32 window = soft_cc_window(&req->cc);
+	u32 outstanding = soft_psn_diff(req->psn_next, req->psn_una);
+
+	if (req->rnr_wait || req->inflight >= window)
+		return false;
+	if (req->nr_lost)
+		return plan_retx(sqp, plan);
+	if (outstanding >= SOFT_WINDOW)
+		return false;
+	return plan_new(sqp, plan, min(window - req->inflight,
+				       SOFT_WINDOW - outstanding));
+}
+
+static void fill_deth(struct metaroce_deth *deth, const struct tx_plan *plan)
+{
+	const struct soft_swqe *swqe = plan->swqe;
+
+	if (swqe->wire_op == METAROCE_OP_WRITE) {
+		deth->addr = cpu_to_be64(swqe->wqe.rdma.remote_addr +
+					 plan->offset);
+		deth->key = cpu_to_be32(swqe->wqe.rdma.rkey);
+	} else {
+		deth->addr = cpu_to_be64(plan->offset);
+		deth->key = 0;
+	}
+	deth->msn = cpu_to_be32(swqe->msn);
+	deth->msg_len = cpu_to_be32(swqe->length);
+	deth->imm = (plan->flags & METAROCE_F_IMM) ? swqe->wqe.imm_data : 0;
+}
+
+static void fill_rreq(struct metaroce_rreq *rreq, const struct tx_plan *plan)
+{
+	const struct soft_swqe *swqe = plan->swqe;
+
+	rreq->va = cpu_to_be64(swqe->wqe.rdma.remote_addr + plan->offset);
+	rreq->rkey = cpu_to_be32(swqe->wqe.rdma.rkey);
+	rreq->len = cpu_to_be32(plan->len);
+	rreq->offset = cpu_to_be32(plan->offset);
+	rreq->msn = cpu_to_be32(swqe->msn);
+}
+
+/* A data packet whose payload is copied rather than attached. */
+static struct sk_buff *build_copied(struct metaroce_qp *qp,
+				    const struct tx_plan *plan)
+{
+	const u32 hdr = METAROCE_BTH_LEN + METAROCE_DETH_LEN;
+	struct sk_buff *skb = soft_alloc_skb(qp, hdr, plan->len);
+
+	if (skb)
+		soft_copy_from_sges(plan->swqe, plan->offset,
+				    skb_put(skb, plan->len), plan->len);
+	return skb;
+}
+
+static struct sk_buff *build_packet(struct metaroce_qp *qp,
+				    const struct tx_plan *plan)
+{
+	const struct soft_swqe *swqe = plan->swqe;
+	struct sk_buff *skb;
+
+	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
+		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_RREQ_LEN,
+				     0);
+		if (skb)
+			fill_rreq((void *)skb->data + METAROCE_BTH_LEN, plan);
+	} else if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
+		skb = build_copied(qp, plan);
+	} else {
+		/* Zero copy: the registered pages become the payload. */
+		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
+				     0);
+		if (skb && soft_attach_sges(plan->swqe, plan->offset,
+					    plan->len, skb)) {
+			kfree_skb(skb);
+			skb = build_copied(qp, plan);
+		}
+	}
+	if (!skb)
+		return NULL;
+	if (swqe->wire_op != METAROCE_OP_READ_REQ)
+		fill_deth((void *)skb->data + METAROCE_BTH_LEN, plan);
+	soft_fill_bth((void *)skb->data, swqe->wire_op, plan->flags,
+		      qp->attr.dest_qp_num, qp->ibqp.qp_num, plan->psn,
+		      plan->path);
+	return skb;
+}
+
+/* Sends up to @budget packets; returns how many. Worker context. */
+int soft_req_transmit(struct metaroce_soft_qp *sqp, int budget)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	struct tx_plan plan;
+	struct sk_buff *skb;
+	int sent = 0;
+
+	while (sent < budget) {
+		spin_lock_bh(&req->lock);
+		if (!plan_next(sqp, &plan)) {
+			spin_unlock_bh(&req->lock);
+			break;
+		}
+		soft_req_arm_timer(req);
+		spin_unlock_bh(&req->lock);
+
+		skb = build_packet(qp, &plan);
+		if (skb)
+			soft_xmit(qp, &qp->av, skb,
+				  req->paths[plan.path].entropy,
+				  &req->paths[plan.path].dst, true);
+		else
+			metaroce_count(qp->mdev, TX_DROPPED);
+		if (plan.retx && plan.swqe->wire_op == METAROCE_OP_READ_REQ)
+			metaroce_count(qp->mdev, REREADS);
+		else if (plan.retx)
+			metaroce_count(qp->mdev, RETRANSMITS);
+		sent++;
+	}
+	return sent;
+}
+
+/*
+ * The QP is in the error state: completes every WQE not yet completed,
+ * the failed one with its error and the others with a flush error, and
+ * everything still in the ring. Worker context.
+ */
+void soft_req_flush(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	const struct metaroce_send_wqe *wqe;
+	u32 avail;
+
+	spin_lock_bh(&req->lock);
+	hrtimer_try_to_cancel(&req->timer);
+	for (; qp->sq.own_index != req->fetch_index;
+	     metaroce_queue_consume(&qp->sq, 1)) {
+		struct soft_swqe *swqe = &req->swqes[sq_slot(qp,
+						qp->sq.own_index)];
+
+		soft_post_send_cqe(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+			      swqe->status ?: IB_WC_WR_FLUSH_ERR, 0);
+		soft_release_swqe(swqe);
+	}
+	/* What was posted after the failure never got looked at. */
+	avail = metaroce_queue_available(&qp->sq);
+	while (avail--) {
+		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
+		soft_post_send_cqe(qp, READ_ONCE(wqe->wr_id), READ_ONCE(wqe->opcode),
+			      IB_WC_WR_FLUSH_ERR, 0);
+		metaroce_queue_consume(&qp->sq, 1);
+	}
+	req->fetch_index = qp->sq.own_index;
+	req->send_index = qp->sq.own_index;
+	req_start(req, req->psn_next);
+	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 1);
+	spin_unlock_bh(&req->lock);
+}

@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Responder (protocol.md sections 5 and 6): tracks received PSNs, places
+ * every data packet straight into its final buffer on arrival, answers
+ * READs once everything before them has arrived, and completes receive
+ * WQEs in message order. Receive runs in softirq context; READ responses
+ * are sent from the QP's worker.
+ */
+#include "metaroce_loc.h"
+#include "metaroce_soft.h"
+
+void soft_resp_init(struct metaroce_soft_qp *sqp)
+{
+	struct soft_resp *resp = &sqp->resp;
+
+	spin_lock_init(&resp->lock);
+	hrtimer_init(&resp->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	resp->ack_timer.function = soft_ack_timer_fn;
+}
+
+static void release_reads(struct soft_resp *resp)
+{
+	for (; resp->read_head != resp->read_tail; resp->read_head++) {
+		struct soft_read *r = &resp->reads[resp->read_head %
+						   SOFT_MAX_READS];
+
+		metaroce_mr_put(r->mr);
+		r->mr = NULL;
+	}
+}
+
+/*
+ * Starts receiving at the QP's rq_psn (INIT to RTR), or drops everything
+ * posted (RESET, destroy). The worker and timers are stopped.
+ */
+void soft_resp_reset(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+	u32 i;
+
+	spin_lock_bh(&resp->lock);
+	if (READ_ONCE(qp->state) == IB_QPS_RESET || READ_ONCE(sqp->dying)) {
+		for (i = 0; i < qp->rq.num_slots; i++)
+			soft_release_rwqe(&resp->rwqes[i]);
+		qp->rq.own_index = READ_ONCE(qp->rq.hdr->producer);
+		smp_store_release(&qp->rq.hdr->consumer, qp->rq.own_index);
+	}
+	release_reads(resp);
+	resp->read_head = 0;
+	resp->read_tail = 0;
+	resp->cum = qp->attr.rq_psn;
+	bitmap_zero(resp->rcvd, SOFT_RX_RING);
+	resp->msn_done = 0;
+	resp->refused = false;
+	resp->unacked = 0;
+	resp->ce_count = 0;
+	resp->ack_due = false;
+	spin_unlock_bh(&resp->lock);
+}
+
+/* The receive WQE that message @msn lands in, or NULL if not posted. */
+static struct soft_rwqe *rwqe_for_msn(struct metaroce_soft_qp *sqp, u32 msn)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	u32 ahead = msn - sqp->resp.msn_done;
+	u32 index = qp->rq.own_index + ahead;
+	struct soft_rwqe *rwqe;
+
+	if (ahead >= SOFT_WINDOW || ahead >= metaroce_queue_available(&qp->rq))
+		return NULL;
+	rwqe = &sqp->resp.rwqes[index & (qp->rq.num_slots - 1)];
+	if (!rwqe->taken)
+		soft_take_recv_wqe(sqp, index);
+	return rwqe;
+}
+
+static void post_recv_cqe(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
+			  u8 status)
+{
+	struct metaroce_cqe cqe = {
+		.wr_id = rwqe->wqe.wr_id,
+		.status = status,
+		.opcode = rwqe->write_imm ? IB_WC_RECV_RDMA_WITH_IMM :
+					    IB_WC_RECV,
+		.byte_len = rwqe->write_imm ? rwqe->msg_len :
+			    min(rwqe->msg_len, rwqe->capacity),
+		.qp_num = qp->ibqp.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+		.imm_data = rwqe->imm,
+		.flags = rwqe->with_imm ? METAROCE_CQE_WITH_IMM : 0,
+	};
+
+	metaroce_cq_post(qp->rcq, &cqe, rwqe->solicited);
+}
+
+/* Completes, in message order, every message whose PSNs have all arrived. */
+static bool complete_messages(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+	bool any = false;
+
+	while (metaroce_queue_available(&qp->rq)) {
+		struct soft_rwqe *rwqe = &resp->rwqes[qp->rq.own_index &
+						      (qp->rq.num_slots - 1)];
+
+		if (!rwqe->taken || !rwqe->seen ||
+		    soft_psn_diff(resp->cum, rwqe->last_psn) <= 0)
+			break;
+		post_recv_cqe(qp, rwqe, rwqe->status);
+		soft_release_rwqe(rwqe);
+		metaroce_queue_consume(&qp->rq, 1);
+		resp->msn_done++;
+		any = true;
+	}
+	return any;
+}
+
+/*
+ * Records a refused request; the NAK and the failure wait for the PSNs
+ * before it (so the requester completes everything posted before it).
+ */
+static void refuse(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt,
+		   u8 syndrome)
+{
+	struct soft_resp *resp = &sqp->resp;
+
+	if (resp->refused && soft_psn_diff(pkt->psn, resp->refuse_psn) >= 0)
+		return;
+	resp->refused = true;
+	resp->refuse_psn = pkt->psn;
+	resp->refuse_syndrome = syndrome;
+	if (syndrome == METAROCE_NAK_REMOTE_ACCESS)
+		metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
+}
+
+static bool qp_allows(const struct metaroce_qp *qp, int access)
+{
+	return (qp->attr.qp_access_flags & access) == access;
+}
+
+/*
+ * Checks a data packet against the QP's path MTU: all packets of a message
+ * but the last carry exactly one MTU of payload.
+ */
+static bool segment_ok(const struct metaroce_qp *qp, u32 offset, u32 len,
+		       u32 msg_len)
+{
+	if (offset % qp->mtu || len > qp->mtu)
+		return false;
+	return offset + len == msg_len || len == qp->mtu;
+}
+
+/* The PSN of the last packet of the message @pkt belongs to. */
+static u32 message_last_psn(const struct metaroce_qp *qp,
+			    const struct soft_pkt_info *pkt, u32 offset)
+{
+	u32 first = soft_psn_add(pkt->psn, -(offset / qp->mtu));
+
+	return soft_psn_add(first, soft_npkts(pkt->deth.msg_len, qp->mtu) - 1);
+}
+
+enum rx_verdict {
+	RX_PLACED,
+	RX_DROPPED,		/* nothing done; the sender will resend */
+	RX_REFUSED,		/* a protocol or access error */
+};
+
+static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
+				struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct metaroce_mr *mr;
+	bool ok;
+
+	mr = metaroce_mr_get(qp->mdev, pkt->deth.key);
+	ok = mr && qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
+	     metaroce_mr_allows(mr, qp->ibqp.pd, pkt->deth.addr,
+				pkt->payload_len, IB_ACCESS_REMOTE_WRITE) &&
+	     !metaroce_mr_copy_from_skb(mr, pkt->deth.addr, pkt->skb,
+					pkt->payload_offset, pkt->payload_len);
+	if (mr)
+		metaroce_mr_put(mr);
+	if (!ok) {
+		refuse(sqp, pkt, METAROCE_NAK_REMOTE_ACCESS);
+		return RX_REFUSED;
+	}
+	return RX_PLACED;
+}
+
+/* SEND packets, and the last packet of a WRITE with immediate. */
+static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
+				  struct soft_pkt_info *pkt, bool *rnr)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	bool send = pkt->opcode == METAROCE_OP_SEND;
+	u32 offset = send ? pkt->deth.addr : 0;
+	struct soft_rwqe *rwqe;
+
+	rwqe = rwqe_for_msn(sqp, pkt->deth.msn);
+	if (!rwqe) {
+		*rnr = true;
+		return RX_DROPPED;
+	}
+	if (send && pkt->deth.msg_len > rwqe->capacity &&
+	    rwqe->status == IB_WC_SUCCESS)
+		rwqe->status = IB_WC_LOC_LEN_ERR;
+	if (send && rwqe->status == IB_WC_SUCCESS &&
+	    soft_place_in_sges(rwqe->sge, rwqe->mr, rwqe->wqe.num_sge, offset,
+			       pkt->skb, pkt->payload_offset,
+			       pkt->payload_len))
+		rwqe->status = IB_WC_LOC_PROT_ERR;
+
+	if (!rwqe->seen || (pkt->flags & METAROCE_F_LAST)) {
+		rwqe->seen = true;
+		rwqe->write_imm = !send;
+		rwqe->msg_len = pkt->deth.msg_len;
+		rwqe->last_psn = send ? message_last_psn(qp, pkt, offset) :
+					pkt->psn;
+	}
+	if (pkt->flags & METAROCE_F_IMM) {
+		rwqe->with_imm = true;
+		rwqe->imm = pkt->deth.imm;
+	}
+	if (pkt->flags & METAROCE_F_SOLICITED)
+		rwqe->solicited = true;
+	if (rwqe->status != IB_WC_SUCCESS) {
+		refuse(sqp, pkt, rwqe->status == IB_WC_LOC_LEN_ERR ?
+		       METAROCE_NAK_INVALID_REQ : METAROCE_NAK_REMOTE_OP);
+		return RX_REFUSED;
+	}
+	return RX_PLACED;
+}
+
+static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
+				   struct soft_pkt_info *pkt, u32 *npkts)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+	struct metaroce_mr *mr;
+	struct soft_read *r;
+
+	*npkts = soft_npkts(pkt->rreq.len, qp->mtu);
+	if (pkt->rreq.offset % qp->mtu ||
+	    soft_psn_diff(soft_psn_add(pkt->psn, *npkts), resp->cum) >
+	    SOFT_WINDOW) {
+		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
+		return RX_REFUSED;
+	}
+	if (resp->read_tail - resp->read_head >= SOFT_MAX_READS)
+		return RX_DROPPED;
+
+	mr = metaroce_mr_get(qp->mdev, pkt->rreq.rkey);
+	if (!mr || !qp_allows(qp, IB_ACCESS_REMOTE_READ) ||
+	    !metaroce_mr_allows(mr, qp->ibqp.pd, pkt->rreq.va, pkt->rreq.len,
+				IB_ACCESS_REMOTE_READ)) {
+		if (mr)
+			metaroce_mr_put(mr);
+		refuse(sqp, pkt, METAROCE_NAK_REMOTE_ACCESS);
+		return RX_REFUSED;
+	}
+	r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];
+	r->mr = mr;
+	r->va = pkt->rreq.va;
+	r->psn = pkt->psn;
+	r->len = pkt->rreq.len;
+	r->offset = pkt->rreq.offset;
+	r->msn = pkt->rreq.msn;
+	r->sent = 0;
+	return RX_PLACED;
+}
+
+static void mark_received(struct soft_resp *resp, u32 psn, u32 n)
+{
+	while (n--) {
+		__set_bit(psn % SOFT_RX_RING, resp->rcvd);
+		psn = soft_psn_add(psn, 1);
+	}
+	while (test_bit(resp->cum % SOFT_RX_RING, resp->rcvd)) {
+		__clear_bit(resp->cum % SOFT_RX_RING, resp->rcvd);
+		resp->cum = soft_psn_add(resp->cum, 1);
+	}
+}
+
+/* A duplicate READ_REQ is answered again; other duplicates only ACKed. */
+static void rx_duplicate(struct metaroce_soft_qp *sqp,
+			 struct soft_pkt_info *pkt)
+{
+	u32 npkts;
+
+	metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
+	if (pkt->opcode == METAROCE_OP_READ_REQ &&
+	    soft_psn_diff(pkt->psn, sqp->resp.cum) < 0)
+		rx_read_req(sqp, pkt, &npkts);
+	sqp->resp.ack_due = true;
+}
+
+void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+	struct soft_ack_info nak = {};
+	enum rx_verdict verdict;
+	bool rnr = false, reads_ready;
+	s32 ahead;
+	u32 n = 1;
+
+	spin_lock_bh(&resp->lock);
+	ahead = soft_psn_diff(pkt->psn, resp->cum);
+	if (ahead > SOFT_WINDOW) {
+		metaroce_count(qp->mdev, RX_OUT_OF_WINDOW);
+		goto unlock;
+	}
+	if (ahead < 0 || test_bit(pkt->psn % SOFT_RX_RING, resp->rcvd)) {
+		rx_duplicate(sqp, pkt);
+		goto ack;
+	}
+	if (resp->refused && soft_psn_diff(pkt->psn, resp->refuse_psn) > 0)
+		goto unlock;
+	if (pkt->opcode != METAROCE_OP_READ_REQ &&
+	    !segment_ok(qp, pkt->opcode == METAROCE_OP_SEND ?
+			pkt->deth.addr : 0, pkt->payload_len,
+			pkt->opcode == METAROCE_OP_SEND ?
+			pkt->deth.msg_len : pkt->payload_len)) {
+		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
+		goto refused;
+	}
+
+	switch (pkt->opcode) {
+	case METAROCE_OP_WRITE:
+		verdict = rx_write(sqp, pkt);
+		if (verdict == RX_PLACED && (pkt->flags & METAROCE_F_IMM))
+			verdict = rx_message(sqp, pkt, &rnr);
+		break;
+	case METAROCE_OP_SEND:
+		verdict = rx_message(sqp, pkt, &rnr);
+		break;
+	default:
+		verdict = rx_read_req(sqp, pkt, &n);
+		break;
+	}
+	if (verdict == RX_DROPPED)
+		goto dropped;
+	if (verdict == RX_REFUSED)
+		goto refused;
+
+	if (ahead > 0)
+		metaroce_count(qp->mdev, RX_OUT_OF_ORDER);
+	mark_received(resp, pkt->psn, n);
+	soft_ack_note_data(sqp, pkt);
+	if (complete_messages(sqp))
+		resp->ack_due = true;
+	goto ack;
+
+refused:
+	goto ack;
+dropped:
+	if (rnr) {
+		metaroce_count(qp->mdev, RNR_NAKS_SENT);
+		nak.syndrome = METAROCE_NAK_RNR;
+		nak.nak_arg = qp->attr.min_rnr_timer;
+		nak.nak_psn = pkt->psn;
+	}
+ack:
+	/* A refusal whose turn has come: everything before it arrived. */
+	if (resp->refused && resp->cum == resp->refuse_psn && !nak.syndrome) {
+		nak.syndrome = resp->refuse_syndrome;
+		nak.nak_psn = resp->refuse_psn;
+	}
+	reads_ready = resp->read_head != resp->read_tail &&
+		      soft_psn_diff(resp->cum,
+				    resp->reads[resp->read_head %
+						SOFT_MAX_READS].psn) > 0;
+	spin_unlock_bh(&resp->lock);
+
+	if (nak.syndrome) {
+		soft_ack_send(sqp, &nak);
+		if (nak.syndrome != METAROCE_NAK_RNR) {
+			metaroce_qp_event(qp, nak.syndrome ==
+					  METAROCE_NAK_REMOTE_ACCESS ?
+					  IB_EVENT_QP_ACCESS_ERR :
+					  IB_EVENT_QP_REQ_ERR);
+			soft_qp_fail(qp);
+		}
+	} else if (READ_ONCE(resp->ack_due)) {
+		soft_ack_send(sqp, NULL);
+	} else if (!hrtimer_active(&resp->ack_timer) && !READ_ONCE(sqp->dying)) {
+		hrtimer_start(&resp->ack_timer,
+			      soft_us(SOFT_DELAYED_ACK_US),
+			      HRTIMER_MODE_REL_SOFT);
+	}
+	if (reads_ready)
+		soft_schedule_tx(sqp);
+	return;
+unlock:
+	spin_unlock_bh(&resp->lock);
+}
+
+/* Sends READ responses of parts whose turn has come. Worker context. */
+int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+	struct soft_req *req = &sqp->req;
+	int sent = 0;
+
+	while (sent < budget) {
+		struct metaroce_deth *deth;
+		struct soft_read *r;
+		struct sk_buff *skb;
+		u32 off, len, psn;
+		bool last;
+		u8 flags;
+		int path;
+
+		spin_lock_bh(&resp->lock);
+		r = &resp->reads[resp->read_head % SOFT_MAX_READS];
+		if (resp->read_head == resp->read_tail ||
+		    soft_psn_diff(resp->cum, r->psn) <= 0) {
+			spin_unlock_bh(&resp->lock);
+			break;
+		}
+		off = r->sent;
+		len = min(qp->mtu, r->len - off);
+		psn = soft_psn_add(r->psn, off / qp->mtu);
+		r->sent += len;
+		last = r->sent == r->len;
+		spin_unlock_bh(&resp->lock);
+
+		flags = (off ? 0 : METAROCE_F_FIRST) |
+			(last ? METAROCE_F_LAST : 0);
+		spin_lock_bh(&req->lock);
+		path = soft_path_pick(req, -1);
+		spin_unlock_bh(&req->lock);
+
+		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
+				     0);
+		if (skb && metaroce_mr_attach_to_skb(r->mr, r->va + off, skb,
+						     len)) {
+			kfree_skb(skb);
+			skb = soft_alloc_skb(qp, METAROCE_BTH_LEN +
+					     METAROCE_DETH_LEN, len);
+			if (skb)
+				metaroce_mr_copy_to_buf(r->mr, r->va + off,
+							skb_put(skb, len), len);
+		}
+		if (skb) {
+			soft_fill_bth((void *)skb->data, METAROCE_OP_READ_RESP,
+				      flags, qp->attr.dest_qp_num,
+				      qp->ibqp.qp_num, psn, path);
+			deth = (void *)skb->data + METAROCE_BTH_LEN;
+			deth->addr = cpu_to_be64(r->offset + off);
+			deth->key = 0;
+			deth->msn = cpu_to_be32(r->msn);
+			deth->msg_len = cpu_to_be32(r->offset + r->len);
+			deth->imm = 0;
+			soft_xmit(qp, &qp->av, skb, req->paths[path].entropy,
+				  &req->paths[path].dst, true);
+		} else {
+			metaroce_count(qp->mdev, TX_DROPPED);
+		}
+		sent++;
+
+		if (last) {
+			spin_lock_bh(&resp->lock);
+			metaroce_mr_put(r->mr);
+			r->mr = NULL;
+			resp->read_head++;
+			spin_unlock_bh(&resp->lock);
+		}
+	}
+	return sent;
+}
+
+/* The QP is in the error state: every receive WQE completes flushed. */
+void soft_resp_flush(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_resp *resp = &sqp->resp;
+
+	spin_lock_bh(&resp->lock);
+	release_reads(resp);
+	while (metaroce_queue_available(&qp->rq)) {
+		struct soft_rwqe *rwqe = &resp->rwqes[qp->rq.own_index &
+						      (qp->rq.num_slots - 1)];
+
+		u8 status = IB_WC_WR_FLUSH_ERR;
+
+		/* A message that failed here reports why; the rest flush. */
+		if (rwqe->taken && rwqe->seen && rwqe->status)
+			status = rwqe->status;
+		if (!rwqe->taken)
+			soft_take_recv_wqe(sqp, qp->rq.own_index);
+		post_recv_cqe(qp, rwqe, status);
+		soft_release_rwqe(rwqe);
+		metaroce_queue_consume(&qp->rq, 1);
+	}
+	spin_unlock_bh(&resp->lock);
+}

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Receive: header validation (protocol.md section 12) and dispatch of each
+ * packet to the QP and the part of the engine that handles it. Runs in
+ * softirq context, from the UDP tunnel socket. Nothing in a malformed
+ * packet changes any state: it is counted and dropped.
+ */
+#include <linux/if_ether.h>
+#include <linux/etherdevice.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <net/inet_ecn.h>
+#include <net/ipv6.h>
+
+#include "metaroce_loc.h"
+#include "metaroce_soft.h"
+
+/* The largest payload any QP accepts: the largest path MTU. */
+#define MAX_PAYLOAD	4096
+
+union ext_hdr {
+	struct metaroce_deth deth;
+	struct metaroce_rreq rreq;
+	struct metaroce_ack ack;
+};
+
+static bool reserved_bits_clear(const struct metaroce_bth *bth)
+{
+	return !(bth->version & 0x0f) && !(bth->flags & ~METAROCE_F_ALL) &&
+	       !(be32_to_cpu(bth->dqpn) & ~METAROCE_QPN_MASK) &&
+	       !(be32_to_cpu(bth->sqpn) & ~METAROCE_QPN_MASK) &&
+	       !(be32_to_cpu(bth->psn) & ~METAROCE_PSN_MASK) &&
+	       !bth->reserved;
+}
+
+static void parse_deth(struct soft_pkt_info *pkt, const struct metaroce_deth *d)
+{
+	pkt->deth.addr = be64_to_cpu(d->addr);
+	pkt->deth.key = be32_to_cpu(d->key);
+	pkt->deth.msn = be32_to_cpu(d->msn);
+	pkt->deth.msg_len = be32_to_cpu(d->msg_len);
+	pkt->deth.imm = d->imm;
+}
+
+static void parse_rreq(struct soft_pkt_info *pkt, const struct metaroce_rreq *r)
+{
+	pkt->rreq.va = be64_to_cpu(r->va);
+	pkt->rreq.rkey = be32_to_cpu(r->rkey);
+	pkt->rreq.len = be32_to_cpu(r->len);
+	pkt->rreq.offset = be32_to_cpu(r->offset);
+	pkt->rreq.msn = be32_to_cpu(r->msn);
+}
+
+static bool parse_ack(struct soft_pkt_info *pkt, const struct metaroce_ack *a)
+{
+	int i;
+
+	pkt->ack.cum_psn = be32_to_cpu(a->cum_psn);
+	pkt->ack.nak_psn = be32_to_cpu(a->nak_psn);
+	pkt->ack.syndrome = a->syndrome;
+	pkt->ack.nak_arg = a->nak_arg;
+	pkt->ack.ce_count = be16_to_cpu(a->ce_count);
+	pkt->ack.fair_share = be16_to_cpu(a->fair_share);
+	pkt->ack.echo_path = be16_to_cpu(a->echo_path);
+	pkt->ack.ts_echo = be32_to_cpu(a->ts_echo);
+	for (i = 0; i < METAROCE_SACK_WORDS; i++)
+		pkt->ack.sack[i] = be32_to_cpu(a->sack[i]);
+	return !(pkt->ack.cum_psn & ~METAROCE_PSN_MASK) &&
+	       !(pkt->ack.nak_psn & ~METAROCE_PSN_MASK) &&
+	       pkt->ack.cum_psn == pkt->psn &&
+	       pkt->ack.syndrome <= METAROCE_NAK_VERSION;
+}
+
+/* Data packets: the payload must fit the message it claims to be part of. */
+static bool data_consistent(const struct soft_pkt_info *pkt)
+{
+	u64 end;
+
+	if (pkt->payload_len > MAX_PAYLOAD)
+		return false;
+	switch (pkt->opcode) {
+	case METAROCE_OP_SEND:
+	case METAROCE_OP_READ_RESP:
+		end = pkt->deth.addr + pkt->payload_len;
+		return end <= pkt->deth.msg_len;
+	case METAROCE_OP_WRITE:
+		return pkt->payload_len <= pkt->deth.msg_len;
+	case METAROCE_OP_UD_SEND:
+		return !pkt->deth.addr && pkt->payload_len == pkt->deth.msg_len;
+	}
+	return true;
+}
+
+static void read_addresses(struct sk_buff *skb, struct soft_pkt_info *pkt)
+{
+	if (skb->protocol == htons(ETH_P_IP)) {
+		const struct iphdr *iph = ip_hdr(skb);
+
+		pkt->src.net_type = RDMA_NETWORK_IPV4;
+		pkt->src.saddr4 = iph->saddr;
+		pkt->src.daddr4 = iph->daddr;
+		pkt->ce = INET_ECN_is_ce(iph->tos);
+	} else {
+		const struct ipv6hdr *ip6h = ipv6_hdr(skb);
+
+		pkt->src.net_type = RDMA_NETWORK_IPV6;
+		pkt->src.saddr6 = ip6h->saddr;
+		pkt->src.daddr6 = ip6h->daddr;
+		pkt->ce = INET_ECN_is_ce(ipv6_get_dsfield(ip6h));
+	}
+	if (skb_mac_header_was_set(skb))
+		ether_addr_copy(pkt->smac, eth_hdr(skb)->h_source);
+}
+
+/*
+ * Fills @pkt from @skb (skb->data at the UDP header). Returns false, having
+ * counted why, if the packet is not well formed.
+ */
+static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
+			 struct soft_pkt_info *pkt)
+{
+	const unsigned int off = sizeof(struct udphdr);
+	struct metaroce_bth bth;
+	union ext_hdr ext;
+	int ext_len;
+
+	if (skb->len < off + METAROCE_BTH_LEN ||
+	    skb_copy_bits(skb, off, &bth, sizeof(bth)))
+		goto malformed;
+	if ((bth.version >> 4) != METAROCE_VERSION) {
+		metaroce_count(mdev, RX_BAD_VERSION);
+		return false;
+	}
+	ext_len = metaroce_ext_len(bth.opcode);
+	if (ext_len < 0 || !reserved_bits_clear(&bth) ||
+	    skb->len < off + METAROCE_BTH_LEN + ext_len ||
+	    skb_copy_bits(skb, off + METAROCE_BTH_LEN, &ext, ext_len))
+		goto malformed;
+
+	memset(pkt, 0, sizeof(*pkt));
+	pkt->skb = skb;
+	pkt->opcode = bth.opcode;
+	pkt->flags = bth.flags;
+	pkt->stream = bth.stream;
+	pkt->dqpn = be32_to_cpu(bth.dqpn);
+	pkt->sqpn = be32_to_cpu(bth.sqpn);
+	pkt->psn = be32_to_cpu(bth.psn);
+	pkt->path = be16_to_cpu(bth.path);
+	pkt->ts = be32_to_cpu(bth.ts);
+	pkt->payload_offset = off + METAROCE_BTH_LEN + ext_len;
+	pkt->payload_len = skb->len - pkt->payload_offset;
+
+	if (pkt->payload_len && !metaroce_op_has_payload(pkt->opcode))
+		goto malformed;
+	switch (ext_len) {
+	case METAROCE_DETH_LEN:
+		if (pkt->opcode == METAROCE_OP_READ_REQ) {
+			parse_rreq(pkt, &ext.rreq);
+			break;
+		}
+		parse_deth(pkt, &ext.deth);
+		if (!data_consistent(pkt))
+			goto malformed;
+		break;
+	case METAROCE_ACK_LEN:
+		if (!parse_ack(pkt, &ext.ack))
+			goto malformed;
+		break;
+	}
+	read_addresses(skb, pkt);
+	return true;
+
+malformed:
+	metaroce_count(mdev, RX_MALFORMED);
+	return false;
+}
+
+static struct metaroce_qp *get_qp(struct metaroce_dev *mdev, u32 qpn)
+{
+	struct metaroce_qp *qp;
+
+	rcu_read_lock();
+	qp = xa_load(&mdev->qps, qpn);
+	if (qp && !refcount_inc_not_zero(&qp->ref))
+		qp = NULL;
+	rcu_read_unlock();
+	return qp;
+}
+
+static bool from_peer(const struct metaroce_qp *qp,
+		      const struct soft_pkt_info *pkt)
+{
+	const struct metaroce_av *av = &qp->av;
+
+	if (pkt->sqpn != qp->attr.dest_qp_num ||
+	    pkt->src.net_type != av->net_type)
+		return false;
+	if (av->net_type == RDMA_NETWORK_IPV4)
+		return pkt->src.saddr4 == av->daddr4;
+	return ipv6_addr_equal(&pkt->src.saddr6, &av->daddr6);
+}
+
+/* Whether a QP in @state takes packets of @opcode (from its peer). */
+static bool state_accepts(enum ib_qp_state state, u8 opcode)
+{
+	switch (state) {
+	case IB_QPS_RTR:
+		/* Receive side only: requests (and datagrams). */
+		return opcode != METAROCE_OP_ACK &&
+		       opcode != METAROCE_OP_READ_RESP;
+	case IB_QPS_RTS:
+	case IB_QPS_SQD:
+	case IB_QPS_SQE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Returns false if the packet was dropped without being looked at. */
+static bool dispatch(struct metaroce_dev *mdev, struct metaroce_qp *qp,
+		     struct soft_pkt_info *pkt)
+{
+	struct metaroce_soft_qp *sqp = qp->soft;
+	bool ud = qp->ibqp.qp_type != IB_QPT_RC;
+
+	if (ud != (pkt->opcode == METAROCE_OP_UD_SEND)) {
+		metaroce_count(mdev, RX_MALFORMED);
+		return false;
+	}
+	if (!state_accepts(READ_ONCE(qp->state), pkt->opcode)) {
+		metaroce_count(mdev, RX_BAD_STATE);
+		return false;
+	}
+	if (ud) {
+		soft_ud_rx(sqp, pkt);
+		return true;
+	}
+	if (!from_peer(qp, pkt)) {
+		metaroce_count(mdev, RX_BAD_PEER);
+		return false;
+	}
+	if (pkt->ce)
+		metaroce_count(mdev, RX_ECN_CE);
+
+	switch (pkt->opcode) {
+	case METAROCE_OP_ACK:
+		soft_comp_rx_ack(sqp, pkt);
+		break;
+	case METAROCE_OP_READ_RESP:
+		soft_comp_rx_read_resp(sqp, pkt);
+		break;
+	default:
+		soft_resp_rx(sqp, pkt);
+		break;
+	}
+	return true;
+}
+
+/* Handles one received MetaRoCE datagram; consumes @skb. */
+void metaroce_rx(struct metaroce_dev *mdev, struct sk_buff *skb)
+{
+	struct soft_pkt_info pkt;
+	struct metaroce_qp *qp;
+	bool handled = false;
+
+	metaroce_count(mdev, RX_PACKETS);
+	metaroce_count_add(mdev, RX_BYTES, skb->len);
+
+	if (!parse_packet(mdev, skb, &pkt))
+		goto out;
+	qp = get_qp(mdev, pkt.dqpn);
+	if (!qp) {
+		metaroce_count(mdev, RX_UNKNOWN_QP);
+		goto out;
+	}
+	handled = dispatch(mdev, qp, &pkt);
+	metaroce_qp_put(qp);
+out:
+	if (handled)
+		consume_skb(skb);
+	else
+		kfree_skb(skb);
+}

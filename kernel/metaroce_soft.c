@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The soft-NIC: the NIC engine that runs the MetaRoCE transport in the
+ * kernel over an ordinary Ethernet netdev. This file is its face to the
+ * verbs layer and the per-QP transmit worker; the transport itself is in
+ * metaroce_req.c (send), metaroce_comp.c (ACKs and completions),
+ * metaroce_resp.c (receive and placement), metaroce_ud.c (datagrams),
+ * metaroce_ack.c, metaroce_path.c and metaroce_cc.c.
+ */
+#include <linux/slab.h>
+
+#include "metaroce_loc.h"
+#include "metaroce_engine.h"
+#include "metaroce_soft.h"
+
+static int soft_dev_open(struct metaroce_dev *mdev)
+{
+	return metaroce_net_open(dev_net(mdev->ndev));
+}
+
+static void soft_dev_close(struct metaroce_dev *mdev)
+{
+	/* The namespace's sockets outlive devices; nothing to release. */
+}
+
+void soft_schedule_tx(struct metaroce_soft_qp *sqp)
+{
+	if (!READ_ONCE(sqp->dying))
+		queue_work(metaroce_wq, &sqp->tx_work);
+}
+
+/* The engine gives up on a QP: error state, then everything is flushed. */
+void soft_qp_fail(struct metaroce_qp *qp)
+{
+	if (READ_ONCE(qp->state) != IB_QPS_ERR)
+		metaroce_qp_set_state(qp, IB_QPS_ERR);
+}
+
+/*
+ * Tells user space it must ring the doorbell for new send WQEs, unless
+ * some arrived meanwhile. Returns true if there is more work.
+ */
+static bool sq_go_idle(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct metaroce_queue_hdr *hdr = qp->sq.hdr;
+
+	WRITE_ONCE(hdr->doorbell_needed, 1);
+	/* Pairs with the provider's barrier between producer and flag. */
+	smp_mb();
+	if (smp_load_acquire(&hdr->producer) != sqp->req.fetch_index &&
+	    READ_ONCE(qp->state) == IB_QPS_RTS) {
+		WRITE_ONCE(hdr->doorbell_needed, 0);
+		return true;
+	}
+	return false;
+}
+
+static void soft_tx_work(struct work_struct *work)
+{
+	struct metaroce_soft_qp *sqp = container_of(work,
+					struct metaroce_soft_qp, tx_work);
+	struct metaroce_qp *qp = sqp->qp;
+	enum ib_qp_state state = READ_ONCE(qp->state);
+	int budget = SOFT_TX_BUDGET;
+
+	switch (state) {
+	case IB_QPS_ERR:
+		soft_resp_flush(sqp);
+		soft_req_flush(sqp);
+		return;
+	case IB_QPS_RTR:
+	case IB_QPS_RTS:
+	case IB_QPS_SQD:
+	case IB_QPS_SQE:
+		break;
+	default:
+		return;
+	}
+
+	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 0);
+	budget -= soft_resp_transmit(sqp, budget);
+	if (state == IB_QPS_RTS || state == IB_QPS_SQD) {
+		if (qp->ibqp.qp_type == IB_QPT_RC)
+			budget -= soft_req_transmit(sqp, budget);
+		else
+			budget -= soft_ud_transmit(sqp, budget);
+	}
+
+	if (budget <= 0 || sq_go_idle(sqp))
+		soft_schedule_tx(sqp);
+}
+
+static int soft_qp_create(struct metaroce_qp *qp)
+{
+	struct metaroce_soft_qp *sqp;
+
+	sqp = kzalloc(sizeof(*sqp), GFP_KERNEL);
+	if (!sqp)
+		return -ENOMEM;
+	sqp->qp = qp;
+	sqp->req.swqes = kvcalloc(qp->sq.num_slots, sizeof(*sqp->req.swqes),
+				  GFP_KERNEL);
+	sqp->resp.rwqes = kvcalloc(qp->rq.num_slots, sizeof(*sqp->resp.rwqes),
+				   GFP_KERNEL);
+	if (!sqp->req.swqes || !sqp->resp.rwqes)
+		goto err;
+	if (qp->ibqp.qp_type == IB_QPT_RC)
+		soft_paths_init(&sqp->req, qp->ibqp.qp_num,
+				qp->mdev->num_paths);
+	else
+		soft_paths_init(&sqp->req, qp->ibqp.qp_num, 1);
+	if (!sqp->req.num_paths)
+		goto err;
+
+	INIT_WORK(&sqp->tx_work, soft_tx_work);
+	soft_req_init(sqp);
+	soft_resp_init(sqp);
+	/* Until the engine runs, a post must ring the doorbell. */
+	qp->sq.hdr->doorbell_needed = 1;
+	qp->soft = sqp;
+	return 0;
+
+err:
+	kvfree(sqp->resp.rwqes);
+	kvfree(sqp->req.swqes);
+	kfree(sqp);
+	return -ENOMEM;
+}
+
+/* Stops the worker and the timers for good (@dying) or for a reset. */
+static void soft_qp_quiesce(struct metaroce_soft_qp *sqp, bool dying)
+{
+	WRITE_ONCE(sqp->dying, true);
+	hrtimer_cancel(&sqp->req.timer);
+	hrtimer_cancel(&sqp->resp.ack_timer);
+	cancel_work_sync(&sqp->tx_work);
+	/* The worker may have armed a timer on its way out. */
+	hrtimer_cancel(&sqp->req.timer);
+	hrtimer_cancel(&sqp->resp.ack_timer);
+	WRITE_ONCE(sqp->dying, dying);
+}
+
+static void soft_qp_destroy(struct metaroce_qp *qp)
+{
+	struct metaroce_soft_qp *sqp = qp->soft;
+
+	soft_qp_quiesce(sqp, true);
+	soft_req_reset(sqp);
+	soft_resp_reset(sqp);
+	soft_paths_cleanup(&sqp->req);
+	kvfree(sqp->resp.rwqes);
+	kvfree(sqp->req.swqes);
+	kfree(sqp);
+	qp->soft = NULL;
+}
+
+static int soft_qp_state_changed(struct metaroce_qp *qp, enum ib_qp_state old,
+				 enum ib_qp_state new)
+{
+	struct metaroce_soft_qp *sqp = qp->soft;
+
+	switch (new) {
+	case IB_QPS_RESET:
+		/* Process context: modify_qp. Everything posted is dropped. */
+		soft_qp_quiesce(sqp, false);
+		soft_req_reset(sqp);
+		soft_resp_reset(sqp);
+		break;
+	case IB_QPS_RTR:
+		if (old == IB_QPS_INIT)
+			soft_resp_reset(sqp);
+		break;
+	case IB_QPS_RTS:
+		if (old == IB_QPS_RTR)
+			soft_req_reset(sqp);
+		soft_schedule_tx(sqp);
+		break;
+	case IB_QPS_ERR:
+		/* Any context: the worker flushes. */
+		WRITE_ONCE(qp->rq.hdr->doorbell_needed, 1);
+		soft_schedule_tx(sqp);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static bool soft_sq_drained(struct metaroce_qp *qp)
+{
+	return soft_req_drained(qp->soft);
+}
+
+static void soft_sq_doorbell(struct metaroce_qp *qp)
+{
+	soft_schedule_tx(qp->soft);
+}
+
+static void soft_rq_doorbell(struct metaroce_qp *qp)
+{
+	/* Receives are taken when packets need them; only a flush waits. */
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		soft_schedule_tx(qp->soft);
+}
+
+const struct metaroce_engine_ops metaroce_soft_engine = {
+	.name = "soft",
+	.dev_open = soft_dev_open,
+	.dev_close = soft_dev_close,
+	.qp_create = soft_qp_create,
+	.qp_destroy = soft_qp_destroy,
+	.qp_state_changed = soft_qp_state_changed,
+	.sq_drained = soft_sq_drained,
+	.sq_doorbell = soft_sq_doorbell,
+	.rq_doorbell = soft_rq_doorbell,
+};
