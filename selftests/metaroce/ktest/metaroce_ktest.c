@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * In-kernel verbs client for MetaRoCE: proves that a kernel ULP can use the
+ * device through ib_post_send()/ib_post_recv(). Loading the module connects
+ * an RC QP on device @dev_a to one on @dev_b (the same name twice: a
+ * loopback on one device), runs SEND, SEND with immediate, WRITE, WRITE
+ * with immediate and READ with every byte checked, then a WRITE with a bad
+ * rkey that must fail with a remote access error. The load fails (-EIO)
+ * if any check fails; the log says which.
+ *
+ *   insmod metaroce_ktest.ko dev_a=mr0 dev_b=mr1
+ */
+#include <linux/module.h>
+#include <linux/delay.h>
+#include <linux/etherdevice.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/random.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_cache.h>
+
+MODULE_DESCRIPTION("MetaRoCE in-kernel verbs test client");
+MODULE_LICENSE("Dual BSD/GPL");
+
+static char *dev_a = "mr0";
+module_param(dev_a, charp, 0444);
+static char *dev_b = "mr0";
+module_param(dev_b, charp, 0444);
+
+#define BUF_SIZE	(256 * 1024)
+#define POLL_MS		10000
+
+struct side {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	const struct ib_gid_attr *gid;
+	u8 mac[ETH_ALEN];
+	u8 *buf;			/* registered through the PD's DMA MR */
+};
+
+static int find_ipv4_gid(struct side *s)
+{
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		const struct ib_gid_attr *attr = rdma_get_gid_attr(s->dev, 1, i);
+
+		if (IS_ERR(attr))
+			continue;
+		if (ipv6_addr_v4mapped((struct in6_addr *)attr->gid.raw)) {
+			s->gid = attr;
+			return 0;
+		}
+		rdma_put_gid_attr(attr);
+	}
+	return -ENOENT;
+}
+
+static int side_open(struct side *s, const char *name)
+{
+	struct ib_qp_init_attr init = {
+		.cap = {
+			.max_send_wr = 64, .max_recv_wr = 64,
+			.max_send_sge = 2, .max_recv_sge = 2,
+			.max_inline_data = 64,
+		},
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.qp_type = IB_QPT_RC,
+	};
+	struct net_device *ndev;
+
+	s->dev = ib_device_get_by_name(name, RDMA_DRIVER_UNKNOWN);
+	if (!s->dev)
+		return -ENODEV;
+	if (find_ipv4_gid(s))
+		return -ENOENT;
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(s->gid);
+	if (!IS_ERR(ndev))
+		ether_addr_copy(s->mac, ndev->dev_addr);
+	rcu_read_unlock();
+	if (IS_ERR(ndev))
+		return PTR_ERR(ndev);
+
+	s->pd = ib_alloc_pd(s->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	if (IS_ERR(s->pd))
+		return PTR_ERR(s->pd);
+	s->cq = ib_alloc_cq(s->dev, NULL, 256, 0, IB_POLL_DIRECT);
+	if (IS_ERR(s->cq))
+		return PTR_ERR(s->cq);
+	init.send_cq = s->cq;
+	init.recv_cq = s->cq;
+	s->qp = ib_create_qp(s->pd, &init);
+	if (IS_ERR(s->qp))
+		return PTR_ERR(s->qp);
+	s->buf = kzalloc(BUF_SIZE, GFP_KERNEL);
+	return s->buf ? 0 : -ENOMEM;
+}
+
+static void side_close(struct side *s)
+{
+	kfree(s->buf);
+	if (!IS_ERR_OR_NULL(s->qp))
+		ib_destroy_qp(s->qp);
+	if (!IS_ERR_OR_NULL(s->cq))
+		ib_free_cq(s->cq);
+	if (!IS_ERR_OR_NULL(s->pd))
+		ib_dealloc_pd(s->pd);
+	if (s->gid)
+		rdma_put_gid_attr(s->gid);
+	if (s->dev)
+		ib_device_put(s->dev);
+}
+
+static int connect_qp(struct side *s, struct side *peer, u32 sq_psn,
+		      u32 rq_psn)
+{
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.port_num = 1,
+		.qp_access_flags = IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_READ,
+	};
+	int err;
+
+	err = ib_modify_qp(s->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX |
+			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (err)
+		return err;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = IB_MTU_1024;
+	attr.dest_qp_num = peer->qp->qp_num;
+	attr.rq_psn = rq_psn;
+	attr.max_dest_rd_atomic = 16;
+	attr.min_rnr_timer = 1;
+	attr.ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(&attr.ah_attr, 1);
+	rdma_ah_set_grh(&attr.ah_attr, (union ib_gid *)&peer->gid->gid, 0,
+			s->gid->index, 64, 0);
+	ether_addr_copy(attr.ah_attr.roce.dmac, peer->mac);
+	err = ib_modify_qp(s->qp, &attr, IB_QP_STATE | IB_QP_AV |
+			   IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = sq_psn;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7;
+	attr.max_rd_atomic = 16;
+	return ib_modify_qp(s->qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN |
+			    IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
+			    IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Waits for the completion of @wr_id on @s; returns its status or -ETIME. */
+static int wait_wc(struct side *s, u64 wr_id, struct ib_wc *out)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(POLL_MS);
+	struct ib_wc wc;
+
+	while (time_before(jiffies, deadline)) {
+		if (ib_poll_cq(s->cq, 1, &wc) == 1) {
+			if (wc.wr_id != wr_id) {
+				pr_err("metaroce_ktest: %s: completion %llu, expected %llu (status %d)\n",
+				       s->dev->name, wc.wr_id, wr_id, wc.status);
+				return -EPROTO;
+			}
+			if (out)
+				*out = wc;
+			return wc.status;
+		}
+		usleep_range(100, 200);
+	}
+	pr_err("metaroce_ktest: %s: no completion for %llu\n", s->dev->name,
+	       wr_id);
+	return -ETIME;
+}
+
+static int post_recv(struct side *s, u64 wr_id, u32 offset, u32 len)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)s->buf + offset,
+		.length = len,
+		.lkey = s->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 };
+
+	return ib_post_recv(s->qp, &wr, NULL);
+}
+
+static int post_rdma(struct side *s, enum ib_wr_opcode op, u64 wr_id,
+		     u32 offset, u32 len, u64 remote, u32 rkey, __be32 imm)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)s->buf + offset,
+		.length = len,
+		.lkey = s->pd->local_dma_lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+			.opcode = op, .send_flags = IB_SEND_SIGNALED,
+			.ex.imm_data = imm,
+		},
+		.remote_addr = remote,
+		.rkey = rkey,
+	};
+
+	return ib_post_send(s->qp, &wr.wr, NULL);
+}
+
+static int check_bytes(const char *what, const u8 *got, const u8 *want,
+		       u32 len)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++) {
+		if (got[i] != want[i]) {
+			pr_err("metaroce_ktest: %s: byte %u is %#x, expected %#x\n",
+			       what, i, got[i], want[i]);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* a sends @len bytes to b; with @imm, as SEND with immediate. */
+static int test_send(struct side *a, struct side *b, u32 len, bool imm)
+{
+	struct ib_wc wc;
+	int err;
+
+	get_random_bytes(a->buf, len);
+	memset(b->buf, 0, len + 16);
+	err = post_recv(b, 100, 0, BUF_SIZE);
+	err = err ?: post_rdma(a, imm ? IB_WR_SEND_WITH_IMM : IB_WR_SEND, 1, 0,
+			       len, 0, 0, cpu_to_be32(0xfeedbeef));
+	err = err ?: wait_wc(a, 1, NULL);
+	err = err ?: wait_wc(b, 100, &wc);
+	if (err)
+		return err;
+	if (wc.byte_len != len || wc.opcode != IB_WC_RECV ||
+	    !!(wc.wc_flags & IB_WC_WITH_IMM) != imm ||
+	    (imm && wc.ex.imm_data != cpu_to_be32(0xfeedbeef))) {
+		pr_err("metaroce_ktest: send %u: bad receive completion\n",
+		       len);
+		return -EIO;
+	}
+	return check_bytes("send", b->buf, a->buf, len);
+}
+
+static int test_write(struct side *a, struct side *b, u32 len, bool imm)
+{
+	struct ib_wc wc;
+	int err;
+
+	get_random_bytes(a->buf, len);
+	memset(b->buf, 0, len);
+	if (imm)
+		err = post_recv(b, 200, 0, 0);
+	else
+		err = 0;
+	err = err ?: post_rdma(a, imm ? IB_WR_RDMA_WRITE_WITH_IMM :
+			       IB_WR_RDMA_WRITE, 2, 0, len, (uintptr_t)b->buf,
+			       b->pd->unsafe_global_rkey, cpu_to_be32(7));
+	err = err ?: wait_wc(a, 2, NULL);
+	if (!err && imm) {
+		err = wait_wc(b, 200, &wc);
+		if (!err && (wc.opcode != IB_WC_RECV_RDMA_WITH_IMM ||
+			     wc.ex.imm_data != cpu_to_be32(7) ||
+			     wc.byte_len != len))
+			err = -EIO;
+	}
+	return err ?: check_bytes("write", b->buf, a->buf, len);
+}
+
+static int test_read(struct side *a, struct side *b, u32 len)
+{
+	int err;
+
+	get_random_bytes(b->buf, len);
+	memset(a->buf, 0, len);
+	err = post_rdma(a, IB_WR_RDMA_READ, 3, 0, len, (uintptr_t)b->buf,
+			b->pd->unsafe_global_rkey, 0);
+	err = err ?: wait_wc(a, 3, NULL);
+	return err ?: check_bytes("read", a->buf, b->buf, len);
+}
+
+static int test_bad_rkey(struct side *a, struct side *b)
+{
+	int status;
+
+	status = post_rdma(a, IB_WR_RDMA_WRITE, 4, 0, 64, (uintptr_t)b->buf,
+			   b->pd->unsafe_global_rkey ^ 0x55, 0);
+	status = status ?: wait_wc(a, 4, NULL);
+	if (status != IB_WC_REM_ACCESS_ERR) {
+		pr_err("metaroce_ktest: bad rkey: status %d, expected %d\n",
+		       status, IB_WC_REM_ACCESS_ERR);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int run_tests(struct side *a, struct side *b)
+{
+	static const u32 sizes[] = { 0, 1, 1000, 1024, 5000, 65536, BUF_SIZE };
+	int i, err;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		err = test_send(a, b, min_t(u32, sizes[i], BUF_SIZE - 16),
+				i & 1);
+		if (err)
+			return pr_err("metaroce_ktest: send %u failed: %d\n",
+				      sizes[i], err), err;
+		err = test_write(a, b, max(sizes[i], 1U), i & 1);
+		if (err)
+			return pr_err("metaroce_ktest: write %u failed: %d\n",
+				      sizes[i], err), err;
+		err = test_read(a, b, max(sizes[i], 1U));
+		if (err)
+			return pr_err("metaroce_ktest: read %u failed: %d\n",
+				      sizes[i], err), err;
+	}
+	return test_bad_rkey(a, b);
+}
+
+static int __init metaroce_ktest_init(void)
+{
+	struct side a = {}, b = {};
+	int err;
+
+	err = side_open(&a, dev_a);
+	err = err ?: side_open(&b, dev_b);
+	if (err) {
+		pr_err("metaroce_ktest: setup failed: %d\n", err);
+		goto out;
+	}
+	/* a's PSNs wrap during the tests. */
+	err = connect_qp(&a, &b, 0xfffff0, 0x123);
+	err = err ?: connect_qp(&b, &a, 0x123, 0xfffff0);
+	if (err) {
+		pr_err("metaroce_ktest: connect failed: %d\n", err);
+		goto out;
+	}
+	err = run_tests(&a, &b);
+	if (!err)
+		pr_info("metaroce_ktest: PASS (%s <-> %s)\n", dev_a, dev_b);
+out:
+	side_close(&b);
+	side_close(&a);
+	return err ? -EIO : 0;
+}
+
+static void __exit metaroce_ktest_exit(void)
+{
+}
+
+module_init(metaroce_ktest_init);
+module_exit(metaroce_ktest_exit);
