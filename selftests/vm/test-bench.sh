@@ -1,0 +1,100 @@
+#!/bin/bash
+# Self-test of the VM test bench (vmrun, the guest init, selftests/lib).
+# Runs on the host; prints TAP.  Takes about a minute or two under TCG.
+#
+# Usage: selftests/vm/test-bench.sh     (KVER, VM_ACCEL, ... as for vmrun)
+set -euo pipefail
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$VM_DIR/../.." && pwd)
+BENCH=$VM_DIR/bench
+VMRUN=$VM_DIR/vmrun
+
+# shellcheck source=../lib/tap.sh
+source "$REPO/selftests/lib/tap.sh"
+# shellcheck disable=SC2034 # used by tap.sh
+TAP_DMESG_CHECK=0 # the host's kernel log is not ours to judge
+
+# The kernel vmrun boots by default (same rule as vmrun's).
+expected_kver() {
+	local dir k
+	for dir in $(printf '%s\n' /lib/modules/*/ | sort -rV); do
+		k=$(basename "$dir")
+		if [[ -f /boot/vmlinuz-$k ]]; then
+			echo "$k"
+			return
+		fi
+	done
+}
+KVER=${KVER:-$(expected_kver)}
+export KVER
+
+# Run directories of the runs that are meant to fail (vmrun keeps those).
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# Host-side unit test of the kernel report scan on sample logs.
+test_dmesg_scan() {
+	# shellcheck source=../lib/dmesg.sh
+	source "$REPO/selftests/lib/dmesg.sh"
+	local out rc=0
+	out=$(dmesg_scan "$BENCH/dmesg-clean.txt") || rc=$?
+	[[ $rc == 0 && -z $out ]]
+	rc=0
+	out=$(dmesg_scan <"$BENCH/dmesg-reports.txt") || rc=$?
+	[[ $rc == 1 ]]
+	diff -u "$BENCH/dmesg-reports.expected" <(printf '%s\n' "$out")
+}
+
+test_one_vm() {
+	cd "$REPO"
+	"$VMRUN" --env "VMRUN_TEST_ENV=a b" -- "$BENCH/one-vm.sh" "$KVER" "$REPO"
+}
+
+test_two_vms() {
+	"$VMRUN" --vms 2 --links 2 -- "$BENCH/two-vm.sh"
+}
+
+test_exit_status() {
+	local rc=0
+	"$VMRUN" --keep-scratch "$WORK/exit3" -- "$BENCH/exit3.sh" || rc=$?
+	[[ $rc == 3 && $(<"$WORK/exit3/vm0/status") == 3 ]]
+}
+
+# A kernel report fails the test case it happens in and the whole run.
+test_kernel_report() {
+	local dir=$WORK/report rc=0
+	"$VMRUN" --keep-scratch "$dir/run" -- "$BENCH/kernel-report.sh" 2>&1 |
+		tee "$WORK/report.out" || rc=$?
+	[[ $rc == 1 ]]
+	grep -q '^ok 1 - before' "$WORK/report.out"
+	grep -q '^not ok 2 - sysrq-l backtrace # kernel report' "$WORK/report.out"
+	grep -q '^ok 3 - after' "$WORK/report.out"
+	grep -q 'Call Trace:' "$dir/run/vm0/dmesg-reports.txt"
+	grep -q 'Call Trace:' "$dir/run/vm0/dmesg.txt"
+}
+
+test_timeout() {
+	local rc=0
+	"$VMRUN" --timeout 15 --keep-scratch "$WORK/timeout" -- "$BENCH/sleep.sh" || rc=$?
+	[[ $rc == 124 ]]
+}
+
+# A kernel crash ends the VM at once and vmrun says so.
+test_panic() {
+	local rc=0
+	"$VMRUN" --keep-scratch "$WORK/panic" -- "$BENCH/panic.sh" 2>&1 |
+		tee "$WORK/panic.out" || rc=$?
+	[[ $rc == 125 ]]
+	grep -q 'kernel reports on the console' "$WORK/panic.out"
+}
+
+tap_plan 7
+run_test "dmesg scan of sample logs" test_dmesg_scan
+run_test "one VM: kernel, mounts, modprobe, netns topologies" test_one_vm
+run_test "two VMs: links, rendezvous, ping" test_two_vms
+run_test "exit status 3 is passed through" test_exit_status
+run_test "kernel report fails the test and the run" test_kernel_report
+run_test "timeout gives 124" test_timeout
+run_test "kernel panic gives 125" test_panic
+tap_finish
