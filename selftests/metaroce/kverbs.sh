@@ -1,0 +1,51 @@
+#!/bin/bash
+# In-kernel verbs: metaroce_ktest (selftests/metaroce/ktest) drives RC QPs
+# through ib_post_send/ib_post_recv and checks every byte: between two
+# devices in two network namespaces joined by veth, and on one device
+# talking to itself (loopback). One VM.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/topo.sh"
+
+KTEST=$METAROCE_SELFTESTS/ktest/metaroce_ktest.ko
+
+ktest() {
+	insmod "$KTEST" "$@"
+	rmmod metaroce_ktest
+}
+
+setup() {
+	metaroce_load
+	topo_pair ns1 ns2
+	ip netns exec ns1 rdma link add mr1 type metaroce netdev veth0
+	ip netns exec ns2 rdma link add mr2 type metaroce netdev veth0
+	wait_until 5 eval 'gids mr1 | grep -q ffff:0a00:0001'
+	wait_until 5 eval 'gids mr2 | grep -q ffff:0a00:0002'
+}
+
+counters() {
+	rdma statistic show link "$1/1"
+}
+
+test_two_namespaces() {
+	ktest dev_a=mr1 dev_b=mr2
+	counters mr1
+	counters mr2
+}
+
+test_loopback() {
+	ktest dev_a=mr1 dev_b=mr1
+}
+
+test_teardown() {
+	rdma link delete mr1
+	rdma link delete mr2
+	topo_cleanup
+	metaroce_unload
+}
+
+tap_plan 4
+run_test "setup: two namespaces, two devices" setup
+run_test "kernel ULP: SEND/WRITE/READ between namespaces" test_two_namespaces
+run_test "kernel ULP: SEND/WRITE/READ on one device (loopback)" test_loopback
+run_test "teardown" test_teardown
+tap_finish

@@ -1,0 +1,75 @@
+#!/bin/bash
+# Helpers shared by the MetaRoCE selftests (run inside vmrun guests).
+#
+# Which module and provider are tested:
+#   METAROCE_KO     path of a built metaroce.ko to insmod (its dependencies
+#                   are modprobed first); empty: modprobe the installed one
+#   RDMAV_DRIVERS   libibverbs' list of extra providers; selftests/run.sh
+#                   points it at the build tree unless --installed
+# shellcheck source=../lib/tap.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
+
+METAROCE_KO=${METAROCE_KO:-}
+METAROCE_SELFTESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+metaroce_load() {
+	local dep
+	[[ -d /sys/module/metaroce ]] && return 0
+	if [[ -z $METAROCE_KO ]]; then
+		modprobe metaroce "$@"
+		return
+	fi
+	for dep in $(modinfo -F depends "$METAROCE_KO" | tr , ' '); do
+		modprobe "$dep"
+	done
+	insmod "$METAROCE_KO" "$@"
+}
+
+metaroce_unload() {
+	[[ -d /sys/module/metaroce ]] || return 0
+	rmmod metaroce
+}
+
+# wait_until SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
+wait_until() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		((SECONDS < deadline)) || return 1
+		busybox sleep 0.1
+	done
+}
+
+# rdma_dev_exists NAME
+rdma_dev_exists() {
+	[[ -e /sys/class/infiniband/$1 ]]
+}
+
+# port_state DEV: ACTIVE, DOWN, ... as rdma link shows it.
+port_state() {
+	rdma link show "$1/1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'
+}
+
+# gids DEV: the non-zero GIDs of port 1.
+gids() {
+	grep -hv '^0000:0000:0000:0000:0000:0000:0000:0000$' \
+		/sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null
+}
+
+# rdma_link_add_fails ERRNO_TEXT ARGS...: "rdma link add ARGS" must fail
+# with the given error text (e.g. "File exists").
+rdma_link_add_fails() {
+	local want=$1 out
+	shift
+	if out=$(rdma link add "$@" 2>&1); then
+		echo "rdma link add $* succeeded"
+		return 1
+	fi
+	echo "rdma link add $*: $out"
+	[[ $out == *"$want"* ]]
+}
+
+# unreclaimable slab in kB (leak checks).
+slab_kb() {
+	sed -n 's/^SUnreclaim: *\([0-9]*\) kB/\1/p' /proc/meminfo
+}

@@ -1,0 +1,78 @@
+#!/bin/bash
+# Runs the MetaRoCE selftests in QEMU VMs (selftests/vm/vmrun) and prints a
+# summary line "N passed, N failed". Each suite is a TAP script in
+# selftests/metaroce/; its VM topology is given below.
+#
+#   selftests/run.sh [--installed] [SUITE...]
+#
+# By default the module and the provider come from the build tree (make);
+# --installed tests what "make install" put on the host (modprobe metaroce,
+# the provider in /etc/libibverbs.d).
+set -uo pipefail
+
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+cd "$TOP" || exit 1
+
+# name:VMs:links:script
+SUITES=(
+	"device:1:0:selftests/metaroce/device.sh"
+	"kverbs:1:0:selftests/metaroce/kverbs.sh"
+)
+
+installed=
+selected=()
+for arg in "$@"; do
+	case $arg in
+	--installed) installed=1 ;;
+	-h | --help)
+		sed -n '2,10p' "$0"
+		exit 0
+		;;
+	*) selected+=("$arg") ;;
+	esac
+done
+
+vm_env=()
+if [[ -z $installed ]]; then
+	vm_env+=(--env "METAROCE_KO=$TOP/kernel/metaroce.ko"
+		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
+fi
+
+passed=0
+failed=0
+logdir=$BUILD/selftests
+mkdir -p "$logdir"
+
+run_suite() {
+	local name=$1 vms=$2 links=$3 script=$4 log=$logdir/$1.log rc
+	local p f
+
+	echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
+	selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
+		--timeout "${SUITE_TIMEOUT:-900}" "${vm_env[@]}" -- "$script" \
+		2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	# Count TAP results (with two VMs, each VM reports its own).
+	p=$(grep -cE '^(\[vm[0-9]\] )?ok [0-9]+' "$log")
+	f=$(grep -cE '^(\[vm[0-9]\] )?not ok [0-9]+' "$log")
+	if ((rc != 0 && f == 0)); then
+		# A timeout, a crash or a kernel report after the last test.
+		echo "not ok - $name: vmrun exit status $rc"
+		f=1
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+for suite in "${SUITES[@]}"; do
+	IFS=: read -r name vms links script <<<"$suite"
+	if ((${#selected[@]})) && [[ ! " ${selected[*]} " == *" $name "* ]]; then
+		continue
+	fi
+	((links == 0)) && links=
+	run_suite "$name" "$vms" "$links" "$script"
+done
+
+echo "selftests: $passed passed, $failed failed"
+((failed == 0))
