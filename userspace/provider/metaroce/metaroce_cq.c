@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Completion queues: creation, resizing and destruction.  The kernel
+ * writes struct metaroce_cqe entries into a ring the provider maps and
+ * polls (metaroce_poll.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "metaroce.h"
+
+struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
+				  struct ibv_comp_channel *channel,
+				  int comp_vector)
+{
+	struct metaroce_cmd_create_cq_resp resp = {};
+	struct ibv_create_cq cmd = {};
+	struct metaroce_cq *cq;
+	int ret;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq,
+				&cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret)
+		goto err_free;
+
+	ret = metaroce_ring_map(context->cmd_fd, &resp.drv_payload.cq,
+				sizeof(struct metaroce_cqe), &cq->ring);
+	if (ret) {
+		verbs_err(verbs_get_ctx(context),
+			  "cannot map CQ ring (%d)\n", ret);
+		goto err_destroy;
+	}
+	/* The consumer index is ours; a new ring starts where it says. */
+	cq->ring.index = cq->ring.hdr->consumer;
+
+	ret = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	if (ret)
+		goto err_unmap;
+	return &cq->ibv_cq;
+
+err_unmap:
+	metaroce_ring_unmap(&cq->ring);
+err_destroy:
+	ibv_cmd_destroy_cq(&cq->ibv_cq);
+err_free:
+	free(cq);
+	errno = ret;
+	return NULL;
+}
+
+/*
+ * The kernel moves the unconsumed completions to a new ring, slots 0..n-1,
+ * and drops the old one.  Holding the lock across the command keeps
+ * pollers off the old ring while the kernel copies from it, and makes them
+ * find the new one afterwards.
+ */
+int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct metaroce_cq *cq = to_mcq(ibcq);
+	struct metaroce_cmd_resize_cq_resp resp = {};
+	struct ibv_resize_cq cmd = {};
+	struct metaroce_ring ring = {};
+	int ret;
+
+	pthread_spin_lock(&cq->lock);
+	if (cq->broken) {
+		ret = EIO;
+		goto out;
+	}
+
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret)
+		goto out;
+
+	ret = metaroce_ring_map(ibcq->context->cmd_fd, &resp.drv_payload.cq,
+				sizeof(struct metaroce_cqe), &ring);
+	if (ret) {
+		/*
+		 * The kernel has switched to a ring we cannot see.  Keep the
+		 * old mapping (valid memory, never written again) and make
+		 * every poll fail rather than report nothing forever.
+		 */
+		cq->broken = true;
+		verbs_err(verbs_get_ctx(ibcq->context),
+			  "cannot map resized CQ ring (%d)\n", ret);
+		goto out;
+	}
+	metaroce_ring_unmap(&cq->ring);
+	cq->ring = ring;
+	cq->ring.index = cq->ring.hdr->consumer;	/* 0 */
+out:
+	pthread_spin_unlock(&cq->lock);
+	return ret;
+}
+
+int metaroce_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct metaroce_cq *cq = to_mcq(ibcq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+
+	metaroce_ring_unmap(&cq->ring);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
