@@ -42,14 +42,28 @@ void soft_post_send_cqe(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 	metaroce_cq_post(qp->scq, &cqe, false);
 }
 
+/* The loss-detection tick: half a round trip, within [250 us, 5 ms]. */
+static ktime_t tick(const struct soft_req *req)
+{
+	return soft_us(clamp_t(u32, req->srtt_us / 2, 250, 5000));
+}
+
 void soft_req_arm_timer(struct soft_req *req)
 {
 	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
 						    req);
 
 	if (!READ_ONCE(sqp->dying) && !hrtimer_active(&req->timer))
-		hrtimer_start(&req->timer, soft_us(req->rto_us),
-			      HRTIMER_MODE_REL_SOFT);
+		hrtimer_start(&req->timer, tick(req), HRTIMER_MODE_REL_SOFT);
+}
+
+/* RFC 6298: SRTT + 4 RTTVAR, within [SOFT_MIN_RTO_US, SOFT_MAX_RTO_US]. */
+static u32 rto_from_rtt(const struct soft_req *req)
+{
+	if (!req->srtt_us)
+		return SOFT_INITIAL_RTO_US;
+	return clamp_t(u32, req->srtt_us + 4 * req->rttvar_us,
+		       SOFT_MIN_RTO_US, SOFT_MAX_RTO_US);
 }
 
 /* RFC 6298 estimators over all paths. */
@@ -64,8 +78,6 @@ void soft_rtt_sample(struct soft_req *req, u32 rtt_us)
 		req->rttvar_us = req->rttvar_us - req->rttvar_us / 4 + err / 4;
 		req->srtt_us = req->srtt_us - req->srtt_us / 8 + rtt_us / 8;
 	}
-	req->rto_us = clamp_t(u32, req->srtt_us + 4 * req->rttvar_us,
-			      SOFT_MIN_RTO_US, SOFT_MAX_RTO_US);
 }
 
 static bool is_read_psn(struct soft_req *req, struct soft_pkt *e)
@@ -83,6 +95,8 @@ static void deliver(struct soft_req *req, struct soft_pkt *e)
 		req->nr_lost--;
 	}
 	e->state = PKT_DELIVERED;
+	req->delivered_us = soft_now_us();
+	req->probes = 0;
 	if (e->part_end) {
 		e->part_end = false;
 		req->reads--;
@@ -93,8 +107,12 @@ static void deliver(struct soft_req *req, struct soft_pkt *e)
 	soft_path_on_delivered(req, e->path);
 }
 
+/*
+ * @blame_path: the loss is evidence against the packet's path (the SACK
+ * shows later packets arriving); a timeout is not, it hits every path.
+ */
 static void declare_lost(struct metaroce_dev *mdev, struct soft_req *req,
-			 struct soft_pkt *e)
+			 struct soft_pkt *e, bool blame_path)
 {
 	req->inflight--;
 	req->paths[e->path].inflight--;
@@ -104,28 +122,46 @@ static void declare_lost(struct metaroce_dev *mdev, struct soft_req *req,
 		e->part_end = false;
 		req->reads--;
 	}
-	soft_path_on_lost(mdev, req, e->path);
+	if (blame_path)
+		soft_path_on_lost(mdev, req, e->path);
+}
+
+/* How long after its send a packet overtaken by a later one is lost. */
+static u32 reorder_window_us(const struct soft_req *req)
+{
+	if (!req->srtt_us)
+		return SOFT_INITIAL_RTO_US;
+	return req->srtt_us + max_t(u32, req->srtt_us / 4, SOFT_MIN_REORDER_US);
 }
 
 /*
- * A packet is lost once one sent at least SOFT_REORDER_ALLOWANCE
- * transmissions after it has been delivered.
+ * A packet is lost once a packet sent after it has been delivered, and
+ * either SOFT_REORDER_ALLOWANCE transmissions after it were, or it has
+ * been out longer than a round trip plus a reordering allowance. Returns
+ * whether it declared anything lost.
  */
-static void detect_losses(struct metaroce_soft_qp *sqp)
+static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 {
 	struct soft_req *req = &sqp->req;
 	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
+	u32 window = reorder_window_us(req);
+	bool any = false;
 	u32 i;
 
 	for (i = 0; i < span; i++) {
 		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
 						SOFT_WINDOW];
+		s32 later = req->delivered_tx_seq - e->tx_seq;
 
-		if (e->state == PKT_INFLIGHT &&
-		    (s32)(req->delivered_tx_seq - e->tx_seq) >=
-		    SOFT_REORDER_ALLOWANCE)
-			declare_lost(sqp->qp->mdev, req, e);
+		if (e->state != PKT_INFLIGHT || later <= 0)
+			continue;
+		if (later >= SOFT_REORDER_ALLOWANCE ||
+		    (s32)(now - e->sent_us) >= (s32)window) {
+			declare_lost(sqp->qp->mdev, req, e, true);
+			any = true;
+		}
 	}
+	return any;
 }
 
 static void advance_una(struct soft_req *req)
@@ -204,7 +240,7 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 			return;
 		e = &req->pkts[psn % SOFT_WINDOW];
 		if (e->state == PKT_INFLIGHT)
-			declare_lost(qp->mdev, req, e);
+			declare_lost(qp->mdev, req, e, false);
 		if (qp->attr.rnr_retry != 7 &&
 		    ++req->rnr_retries > qp->attr.rnr_retry) {
 			metaroce_count(qp->mdev, RNR_RETRY_EXCEEDED);
@@ -212,6 +248,8 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 			return;
 		}
 		req->rnr_wait = true;
+		req->rnr_until_us = soft_now_us() +
+				    rnr_timer_us[pkt->ack.nak_arg & 31];
 		/* Re-arms a pending timer; a running one sees it queued. */
 		hrtimer_start(&req->timer,
 			      soft_us(rnr_timer_us[pkt->ack.nak_arg & 31]),
@@ -250,8 +288,9 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 	if (delivered) {
 		req->progress_ns = ktime_get_ns();
 		req->retries = 0;
+		req->rto_us = rto_from_rtt(req);
 	}
-	detect_losses(sqp);
+	detect_losses(sqp, soft_now_us());
 	advance_una(req);
 	soft_cc_on_ack(&req->cc, delivered, ce_count, cum_psn, req->psn_next);
 	soft_comp_complete(sqp);
@@ -260,6 +299,9 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 		hrtimer_try_to_cancel(&req->timer);
 	if (want_tx(sqp))
 		soft_schedule_tx(sqp);
+	else if (!req->inflight && !req->nr_lost && !req->rnr_wait &&
+		 req->send_index == req->fetch_index)
+		soft_sq_go_idle(sqp);
 }
 
 static bool sack_bit(const struct soft_pkt_info *pkt, u32 i)
@@ -364,19 +406,7 @@ out:
 	spin_unlock_bh(&req->lock);
 }
 
-/* The oldest WQE not yet completed fails with @status. */
-static void fail_oldest(struct metaroce_soft_qp *sqp, u8 status)
-{
-	struct metaroce_qp *qp = sqp->qp;
-	struct soft_req *req = &sqp->req;
-
-	if (qp->sq.own_index == req->fetch_index)
-		return;
-	req->swqes[qp->sq.own_index & (qp->sq.num_slots - 1)].status = status;
-	soft_comp_complete(sqp);
-}
-
-/* Declares lost every packet in flight for longer than the RTO. */
+/* Retransmission timeout: every packet out longer than the RTO is lost. */
 static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now)
 {
 	struct soft_req *req = &sqp->req;
@@ -390,11 +420,70 @@ static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now)
 
 		if (e->state == PKT_INFLIGHT &&
 		    (s32)(now - e->sent_us) >= (s32)req->rto_us) {
-			declare_lost(sqp->qp->mdev, req, e);
+			declare_lost(sqp->qp->mdev, req, e, false);
 			any = true;
 		}
 	}
 	return any;
+}
+
+/*
+ * Tail-loss probe: nothing delivered for two round trips, so perhaps the
+ * last packets were lost and nothing after them can reveal it. Resending
+ * the newest packet in flight draws a SACK that does.
+ */
+static void probe_tail(struct metaroce_soft_qp *sqp)
+{
+	struct soft_req *req = &sqp->req;
+	u32 psn = req->psn_next;
+
+	while (psn != req->psn_una) {
+		struct soft_pkt *e;
+
+		psn = soft_psn_add(psn, -1);
+		e = &req->pkts[psn % SOFT_WINDOW];
+		if (e->state == PKT_INFLIGHT) {
+			declare_lost(sqp->qp->mdev, req, e, false);
+			return;
+		}
+	}
+}
+
+/* Nothing delivered for a while: probe first, then time out. */
+static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now)
+{
+	struct soft_req *req = &sqp->req;
+	s32 quiet = now - req->delivered_us;
+	u32 pto = req->srtt_us ? max(2 * req->srtt_us, 1000U) :
+				 SOFT_INITIAL_RTO_US;
+
+	if (!req->inflight || quiet < (s32)pto)
+		return false;
+	if (req->probes < SOFT_MAX_PROBES) {
+		req->probes++;
+		probe_tail(sqp);
+		return true;
+	}
+	if (quiet < (s32)req->rto_us || !expire_packets(sqp, now))
+		return false;
+	metaroce_count(sqp->qp->mdev, RTO_EXPIRED);
+	req->rto_us = min_t(u32, 2 * req->rto_us, SOFT_MAX_RTO_US);
+	/* The next timeout is a full (backed off) RTO away. */
+	req->delivered_us = now;
+	soft_cc_on_rto(&req->cc);
+	return true;
+}
+
+/* The oldest WQE not yet completed fails with @status. */
+static void fail_oldest(struct metaroce_soft_qp *sqp, u8 status)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+
+	if (qp->sq.own_index == req->fetch_index)
+		return;
+	req->swqes[qp->sq.own_index & (qp->sq.num_slots - 1)].status = status;
+	soft_comp_complete(sqp);
 }
 
 /* IB local ACK timeout: 4.096 us * 2^timeout; 0 is infinite. */
@@ -403,16 +492,12 @@ static u64 ib_timeout_ns(u8 timeout)
 	return timeout ? 4096ULL << timeout : 0;
 }
 
-/* The RTO, or sooner the end of the current retry period. */
-static ktime_t next_expiry(struct soft_req *req, u64 limit, u64 now_ns)
-{
-	u64 next = (u64)req->rto_us * NSEC_PER_USEC;
-
-	if (limit && req->progress_ns + limit > now_ns)
-		next = min(next, req->progress_ns + limit - now_ns);
-	return ns_to_ktime(next);
-}
-
+/*
+ * The requester's timer: a tick every half round trip while packets are
+ * out, and the end of an RNR wait. Detects losses by time, probes the tail,
+ * times out, and fails the QP once retry_cnt periods of the QP's timeout
+ * passed without progress.
+ */
 enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 {
 	struct soft_req *req = container_of(timer, struct soft_req, timer);
@@ -421,25 +506,23 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	struct metaroce_qp *qp = sqp->qp;
 	u64 limit = ib_timeout_ns(qp->attr.timeout);
 	u64 now_ns = ktime_get_ns();
+	u32 now = soft_now_us();
 
 	spin_lock_bh(&req->lock);
 	if (READ_ONCE(sqp->dying))
 		goto out;
-	if (req->rnr_wait) {
+	if (req->rnr_wait && (s32)(now - req->rnr_until_us) >= 0) {
 		req->rnr_wait = false;
 		soft_schedule_tx(sqp);
-		goto out;
 	}
-	if (!req->inflight && !req->nr_lost)
+	if (!req->inflight && !req->nr_lost && !req->rnr_wait)
 		goto out;
 
-	if (expire_packets(sqp, soft_now_us())) {
-		metaroce_count(qp->mdev, RTO_EXPIRED);
-		req->rto_us = min_t(u32, 2 * req->rto_us, SOFT_MAX_RTO_US);
-		soft_cc_on_rto(&req->cc);
+	if (detect_losses(sqp, now) || handle_quiet(sqp, now))
 		soft_schedule_tx(sqp);
-	}
-	if (limit && now_ns - req->progress_ns >= limit) {
+
+	if (limit && (req->inflight || req->nr_lost) &&
+	    now_ns - req->progress_ns >= limit) {
 		req->progress_ns = now_ns;
 		if (++req->retries > qp->attr.retry_cnt) {
 			metaroce_count(qp->mdev, RETRY_EXCEEDED);
@@ -450,7 +533,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	/* Someone re-armed it meanwhile (an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
-	hrtimer_forward_now(timer, next_expiry(req, limit, now_ns));
+	hrtimer_forward_now(timer, tick(req));
 	spin_unlock_bh(&req->lock);
 	return HRTIMER_RESTART;
 out:

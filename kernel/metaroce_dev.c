@@ -164,6 +164,13 @@ static void init_ib_device(struct metaroce_dev *mdev)
 	ibdev->num_comp_vectors = num_possible_cpus();
 	ibdev->local_dma_lkey = 0;
 	addrconf_addr_eui48((u8 *)&ibdev->node_guid, mdev->ndev->dev_addr);
+	/*
+	 * ib_core leaves these commands off unless asked: the provider uses
+	 * POST_SEND/POST_RECV with no work requests as doorbells.
+	 */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 }
 
 static bool netdev_is_going_away(struct net_device *ndev)

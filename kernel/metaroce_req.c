@@ -35,7 +35,7 @@ void soft_req_init(struct metaroce_soft_qp *sqp)
 	hrtimer_init(&req->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
 	req->timer.function = soft_req_timer_fn;
 	soft_cc_init(&req->cc);
-	req->rto_us = 10 * SOFT_MIN_RTO_US;
+	req->rto_us = SOFT_INITIAL_RTO_US;
 }
 
 /* Starts sending from the QP's sq_psn: the RTR to RTS transition. */
@@ -54,7 +54,8 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->reads = 0;
 	req->srtt_us = 0;
 	req->rttvar_us = 0;
-	req->rto_us = 10 * SOFT_MIN_RTO_US;
+	req->rto_us = SOFT_INITIAL_RTO_US;
+	req->probes = 0;
 	req->retries = 0;
 	req->rnr_retries = 0;
 	req->rnr_wait = false;
@@ -165,6 +166,9 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 		req->nr_lost--;
 	e->tx_seq = ++req->tx_seq;
 	e->sent_us = soft_now_us();
+	/* The quiet clock of tail-loss probes starts with the first send. */
+	if (!req->inflight)
+		req->delivered_us = e->sent_us;
 	e->swqe = slot;
 	e->path = path;
 	e->state = PKT_INFLIGHT;
@@ -175,8 +179,7 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 	req->paths[path].sent++;
 }
 
-static u8 data_flags(const struct soft_swqe *swqe, u32 k, u32 inflight,
-		     u32 window)
+static u8 data_flags(const struct soft_swqe *swqe, u32 k)
 {
 	u8 flags = 0;
 
@@ -190,8 +193,6 @@ static u8 data_flags(const struct soft_swqe *swqe, u32 k, u32 inflight,
 		if (swqe->wqe.flags & METAROCE_WQE_SOLICITED)
 			flags |= METAROCE_F_SOLICITED;
 	}
-	if (4 * (inflight + 1) >= 3 * window)
-		flags |= METAROCE_F_ACK_REQ;
 	return flags;
 }
 
@@ -226,9 +227,9 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
 
 	if (swqe->wire_op != METAROCE_OP_READ_REQ) {
 		plan->len = min(qp->mtu, swqe->length - plan->offset);
-		plan->flags = data_flags(swqe, k, req->inflight,
-					 soft_cc_window(&req->cc)) |
-			      METAROCE_F_RETX;
+		/* A resent packet is acknowledged at once: it filled a gap. */
+		plan->flags = data_flags(swqe, k) | METAROCE_F_RETX |
+			      METAROCE_F_ACK_REQ;
 		mark_sent(req, psn, e->swqe, path, true, false);
 		return true;
 	}
@@ -286,8 +287,7 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		req->reads++;
 	} else {
 		plan->len = min(qp->mtu, swqe->length - plan->offset);
-		plan->flags = data_flags(swqe, k, req->inflight,
-					 soft_cc_window(&req->cc));
+		plan->flags = data_flags(swqe, k);
 	}
 	for (i = 0; i < n; i++)
 		mark_sent(req, soft_psn_add(req->psn_next, i), slot, path,
@@ -300,21 +300,29 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	return true;
 }
 
-/* Decides the next transmission; false when nothing may go now. */
-static bool plan_next(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
+/*
+ * Decides the next transmission. TX_MORE with @plan filled, or why nothing
+ * may go now.
+ */
+static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
+				     struct tx_plan *plan)
 {
 	struct soft_req *req = &sqp->req;
 	u32 window = soft_cc_window(&req->cc);
 	u32 outstanding = soft_psn_diff(req->psn_next, req->psn_una);
 
 	if (req->rnr_wait || req->inflight >= window)
-		return false;
+		return TX_BLOCKED;
 	if (req->nr_lost)
-		return plan_retx(sqp, plan);
+		return plan_retx(sqp, plan) ? TX_MORE : TX_BLOCKED;
 	if (outstanding >= SOFT_WINDOW)
-		return false;
-	return plan_new(sqp, plan, min(window - req->inflight,
-				       SOFT_WINDOW - outstanding));
+		return TX_BLOCKED;
+	if (plan_new(sqp, plan, min(window - req->inflight,
+				    SOFT_WINDOW - outstanding)))
+		return TX_MORE;
+	/* Taken WQEs with packets left wait for a fence or a read slot. */
+	return req->send_index != req->fetch_index || req->inflight ?
+	       TX_BLOCKED : TX_IDLE;
 }
 
 static void fill_deth(struct metaroce_deth *deth, const struct tx_plan *plan)
@@ -391,20 +399,25 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 	return skb;
 }
 
-/* Sends up to @budget packets; returns how many. Worker context. */
-int soft_req_transmit(struct metaroce_soft_qp *sqp, int budget)
+/*
+ * Sends packets while *@budget lasts, counting them off it; says why it
+ * stopped. Worker context.
+ */
+enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
+				      int *budget)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_req *req = &sqp->req;
+	enum soft_tx_result result;
 	struct tx_plan plan;
 	struct sk_buff *skb;
-	int sent = 0;
 
-	while (sent < budget) {
+	while (*budget > 0) {
 		spin_lock_bh(&req->lock);
-		if (!plan_next(sqp, &plan)) {
+		result = plan_next(sqp, &plan);
+		if (result != TX_MORE) {
 			spin_unlock_bh(&req->lock);
-			break;
+			return result;
 		}
 		soft_req_arm_timer(req);
 		spin_unlock_bh(&req->lock);
@@ -420,9 +433,9 @@ int soft_req_transmit(struct metaroce_soft_qp *sqp, int budget)
 			metaroce_count(qp->mdev, REREADS);
 		else if (plan.retx)
 			metaroce_count(qp->mdev, RETRANSMITS);
-		sent++;
+		(*budget)--;
 	}
-	return sent;
+	return TX_MORE;
 }
 
 /*

@@ -37,10 +37,11 @@ void soft_qp_fail(struct metaroce_qp *qp)
 }
 
 /*
- * Tells user space it must ring the doorbell for new send WQEs, unless
- * some arrived meanwhile. Returns true if there is more work.
+ * Nothing will run the worker again by itself (nothing to send, nothing in
+ * flight): tell user space that new send WQEs need a doorbell, unless some
+ * arrived meanwhile, in which case the worker runs.
  */
-static bool sq_go_idle(struct metaroce_soft_qp *sqp)
+void soft_sq_go_idle(struct metaroce_soft_qp *sqp)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct metaroce_queue_hdr *hdr = qp->sq.hdr;
@@ -48,12 +49,10 @@ static bool sq_go_idle(struct metaroce_soft_qp *sqp)
 	WRITE_ONCE(hdr->doorbell_needed, 1);
 	/* Pairs with the provider's barrier between producer and flag. */
 	smp_mb();
-	if (smp_load_acquire(&hdr->producer) != sqp->req.fetch_index &&
-	    READ_ONCE(qp->state) == IB_QPS_RTS) {
+	if (smp_load_acquire(&hdr->producer) != READ_ONCE(sqp->req.fetch_index)) {
 		WRITE_ONCE(hdr->doorbell_needed, 0);
-		return true;
+		soft_schedule_tx(sqp);
 	}
-	return false;
 }
 
 static void soft_tx_work(struct work_struct *work)
@@ -62,6 +61,7 @@ static void soft_tx_work(struct work_struct *work)
 					struct metaroce_soft_qp, tx_work);
 	struct metaroce_qp *qp = sqp->qp;
 	enum ib_qp_state state = READ_ONCE(qp->state);
+	enum soft_tx_result result = TX_IDLE;
 	int budget = SOFT_TX_BUDGET;
 
 	switch (state) {
@@ -78,17 +78,21 @@ static void soft_tx_work(struct work_struct *work)
 		return;
 	}
 
+	/* Running: posts need no doorbell until we say so again. */
 	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 0);
 	budget -= soft_resp_transmit(sqp, budget);
-	if (state == IB_QPS_RTS || state == IB_QPS_SQD) {
+	if (budget > 0 && (state == IB_QPS_RTS || state == IB_QPS_SQD)) {
 		if (qp->ibqp.qp_type == IB_QPT_RC)
-			budget -= soft_req_transmit(sqp, budget);
+			result = soft_req_transmit(sqp, &budget);
 		else
-			budget -= soft_ud_transmit(sqp, budget);
+			result = soft_ud_transmit(sqp, &budget);
 	}
 
-	if (budget <= 0 || sq_go_idle(sqp))
+	if (budget <= 0)
 		soft_schedule_tx(sqp);
+	else if (result == TX_IDLE)
+		soft_sq_go_idle(sqp);
+	/* TX_BLOCKED: an ACK (or the timer) schedules the worker again. */
 }
 
 static int soft_qp_create(struct metaroce_qp *qp)

@@ -26,9 +26,20 @@
 #define SOFT_REORDER_ALLOWANCE	8
 #define SOFT_ACK_EVERY		16
 #define SOFT_DELAYED_ACK_US	200
-#define SOFT_MIN_RTO_US		1000
+/* Above scheduling noise of a software transport (a busy CPU, a VM). */
+#define SOFT_MIN_RTO_US		5000
+#define SOFT_INITIAL_RTO_US	20000
+/* A packet sent before a delivered one is lost after srtt + this. */
+#define SOFT_MIN_REORDER_US	200
+/* Tail-loss probes before a full retransmission timeout. */
+#define SOFT_MAX_PROBES		2
 #define SOFT_MAX_RTO_US		(2 * USEC_PER_SEC)
-#define SOFT_INITIAL_CWND	16
+/* Start at the full window, as RoCE NICs start at line rate; ECN marks
+ * bring it down.
+ */
+#define SOFT_INITIAL_CWND	SOFT_WINDOW
+/* An RTO halves the window, but not below this. */
+#define SOFT_RTO_MIN_CWND	16
 #define SOFT_RX_BUDGET		512	/* fair-share budget, packets */
 /* Packets a transmit run sends before yielding the CPU. */
 #define SOFT_TX_BUDGET		64
@@ -119,12 +130,15 @@ struct soft_req {
 	u32 reads;			/* READ_REQ parts outstanding */
 	u32 srtt_us;
 	u32 rttvar_us;
-	u32 rto_us;
-	u64 progress_ns;		/* last time something was delivered */
-	u8 retries;			/* timeouts without progress */
+	u32 rto_us;			/* with the backoff applied */
+	u32 delivered_us;		/* last delivery (or first send) */
+	u64 progress_ns;		/* start of the current retry period */
+	u8 retries;			/* retry periods without progress */
+	u8 probes;			/* tail probes since the last delivery */
 	u8 rnr_retries;
-	bool rnr_wait;			/* resend nothing until the RNR timer */
-	struct hrtimer timer;		/* RTO, and the RNR wait */
+	bool rnr_wait;			/* resend nothing until rnr_until_us */
+	u32 rnr_until_us;
+	struct hrtimer timer;		/* loss detection tick, RNR wait */
 	struct soft_cc cc;
 	unsigned int num_paths;
 	unsigned int next_path;		/* round robin */
@@ -287,7 +301,15 @@ void soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 /* metaroce_req.c: requester transmit */
 void soft_req_init(struct metaroce_soft_qp *sqp);
 void soft_req_reset(struct metaroce_soft_qp *sqp);
-int soft_req_transmit(struct metaroce_soft_qp *sqp, int budget);
+/* Why a transmit run stopped. */
+enum soft_tx_result {
+	TX_MORE,		/* budget used up, more to send */
+	TX_BLOCKED,		/* window, RNR wait or read limit: ACKs resume */
+	TX_IDLE,		/* nothing posted to send */
+};
+enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
+				      int *budget);
+void soft_sq_go_idle(struct metaroce_soft_qp *sqp);
 void soft_req_flush(struct metaroce_soft_qp *sqp);
 bool soft_req_drained(struct metaroce_soft_qp *sqp);
 
@@ -310,7 +332,8 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget);
 void soft_resp_flush(struct metaroce_soft_qp *sqp);
 
 /* metaroce_ud.c: datagrams (UD and GSI QPs) */
-int soft_ud_transmit(struct metaroce_soft_qp *sqp, int budget);
+enum soft_tx_result soft_ud_transmit(struct metaroce_soft_qp *sqp,
+				     int *budget);
 void soft_ud_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
 
 /* metaroce_ack.c */

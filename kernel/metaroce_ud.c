@@ -17,8 +17,7 @@
 static u32 wqe_qkey(const struct metaroce_qp *qp, u32 qkey)
 {
 	/* IBA: a Q_Key with the high bit set means the QP's own. */
-	return (qkey & 0x80000000) && qp->ibqp.qp_type != IB_QPT_GSI ?
-	       qp->attr.qkey : qkey;
+	return (qkey & 0x80000000) ? qp->attr.qkey : qkey;
 }
 
 static struct sk_buff *build_datagram(struct metaroce_qp *qp,
@@ -50,28 +49,28 @@ static struct sk_buff *build_datagram(struct metaroce_qp *qp,
 }
 
 /* Sends posted datagrams, each completing once handed to the network. */
-int soft_ud_transmit(struct metaroce_soft_qp *sqp, int budget)
+enum soft_tx_result soft_ud_transmit(struct metaroce_soft_qp *sqp,
+				     int *budget)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_req *req = &sqp->req;
 	struct soft_swqe *swqe;
 	struct sk_buff *skb;
-	int sent = 0;
 	u32 psn;
 
-	while (sent < budget) {
+	while (*budget > 0) {
 		spin_lock_bh(&req->lock);
 		if (READ_ONCE(qp->state) != IB_QPS_RTS ||
 		    !metaroce_queue_available(&qp->sq)) {
 			spin_unlock_bh(&req->lock);
-			break;
+			return TX_IDLE;
 		}
 		req->fetch_index = qp->sq.own_index + 1;
 		req->send_index = req->fetch_index;
 		if (soft_fetch_send_wqe(sqp, qp->sq.own_index)) {
 			soft_qp_fail(qp);
 			spin_unlock_bh(&req->lock);
-			break;
+			return TX_IDLE;
 		}
 		swqe = &req->swqes[qp->sq.own_index & (qp->sq.num_slots - 1)];
 		psn = req->psn_next;
@@ -84,7 +83,7 @@ int soft_ud_transmit(struct metaroce_soft_qp *sqp, int budget)
 				  NULL, true);
 		else
 			metaroce_count(qp->mdev, TX_DROPPED);
-		sent++;
+		(*budget)--;
 
 		spin_lock_bh(&req->lock);
 		if (swqe->wqe.flags & METAROCE_WQE_SIGNALED)
@@ -95,7 +94,7 @@ int soft_ud_transmit(struct metaroce_soft_qp *sqp, int budget)
 		metaroce_queue_consume(&qp->sq, 1);
 		spin_unlock_bh(&req->lock);
 	}
-	return sent;
+	return TX_MORE;
 }
 
 static bool qkey_ok(const struct metaroce_qp *qp, u32 qkey)
