@@ -1,0 +1,80 @@
+// The target memory model of a protection domain: registered regions with keys, bounds and
+// access rights, and the receive WQEs whose scatter lists point into them (protocol.md
+// section 6). Regions own their bytes, so tests can inspect exactly what was placed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace metaroce {
+
+namespace access {
+inline constexpr std::uint32_t kLocalWrite = 1u << 0;
+inline constexpr std::uint32_t kRemoteWrite = 1u << 1;
+inline constexpr std::uint32_t kRemoteRead = 1u << 2;
+}  // namespace access
+
+enum class AccessResult {
+    Ok,
+    BadKey,       // no region has this key
+    NoRights,     // the region does not allow the access
+    OutOfBounds,  // the range does not lie inside the region
+};
+
+// One scatter/gather element: `length` bytes at `addr` of the region with key `lkey`.
+struct Sge {
+    std::uint32_t lkey = 0;
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+};
+
+struct ReceiveWqe {
+    std::uint64_t wr_id = 0;
+    std::vector<Sge> sges;
+
+    std::uint64_t total_length() const;
+};
+
+class MemoryModel {
+  public:
+    // Registers `length` zeroed bytes at virtual address `addr` under `key` (used both as lkey
+    // and rkey). Returns false if the key is taken or the range wraps.
+    bool register_region(std::uint32_t key, std::uint64_t addr, std::uint32_t length,
+                         std::uint32_t access_flags);
+    bool deregister_region(std::uint32_t key);
+
+    // Whether [addr, addr + len) lies in region `key` and the region allows `needed`.
+    AccessResult check(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
+                       std::uint32_t needed) const;
+    AccessResult write(std::uint32_t key, std::uint64_t addr, std::span<const std::uint8_t> data,
+                       std::uint32_t needed);
+    AccessResult read(std::uint32_t key, std::uint64_t addr, std::uint32_t len,
+                      std::uint32_t needed, std::vector<std::uint8_t>& out) const;
+
+    // Whether every SGE of the WQE names locally writable memory.
+    bool valid_receive_buffer(const ReceiveWqe& wqe) const;
+    // Copies `data` into the WQE's scatter list starting at byte `offset` of the list. The
+    // caller checks offset + size <= total_length() and valid_receive_buffer() first.
+    void scatter(const ReceiveWqe& wqe, std::uint64_t offset, std::span<const std::uint8_t> data);
+    // Reads `len` bytes of the WQE's scatter list from its start (for tests and tools).
+    std::vector<std::uint8_t> gather(const ReceiveWqe& wqe, std::uint64_t len) const;
+
+    // The bytes of a region (empty span if the key is unknown).
+    std::span<std::uint8_t> region_bytes(std::uint32_t key);
+    std::span<const std::uint8_t> region_bytes(std::uint32_t key) const;
+
+  private:
+    struct Region {
+        std::uint64_t addr = 0;
+        std::uint32_t access_flags = 0;
+        std::vector<std::uint8_t> bytes;
+    };
+
+    const Region* find(std::uint32_t key) const;
+
+    std::map<std::uint32_t, Region> regions_;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,88 @@
+// The requester's view of one RDMA READ (protocol.md sections 3.2 and 8): which of its response
+// packets arrived, which request covers each of them, and which must be asked for again.
+//
+// A READ of n response packets is requested in parts (READ_REQs for consecutive index ranges,
+// each taking the PSNs of its range, so READs larger than the 256-PSN window work), and lost
+// responses are recovered with re-reads of the runs of missing indices. A response is lost when
+// at least `reorder_allowance` responses sent after it by the same request arrived, or when no
+// response came for a retransmission timeout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "softmetaroce/time.h"
+
+namespace metaroce {
+
+class ReadTracker {
+  public:
+    // Response indices [first, end).
+    struct Range {
+        std::uint32_t first = 0;
+        std::uint32_t end = 0;
+
+        std::uint32_t size() const { return end - first; }
+        friend bool operator==(const Range&, const Range&) = default;
+    };
+
+    struct Arrival {
+        bool is_new = false;          // false: a duplicate
+        bool completed_part = false;  // the last missing response of its part
+    };
+
+    ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance);
+
+    std::uint32_t packets() const { return packets_; }
+    std::uint32_t issued() const { return issued_; }  // indices requested so far
+    bool all_issued() const { return issued_ == packets_; }
+    bool done() const { return all_issued() && missing_ == 0; }
+
+    // Requests the next `count` indices as a new part. Responses arriving before
+    // `counts_from` are not used to detect reordering (they may answer an older request).
+    Range issue_part(std::uint32_t count, TimeUs now);
+    Range part_containing(std::uint32_t index) const;
+    // A re-read of `range` went out at `now`; `counts_from` as for issue_part.
+    void on_reread(Range range, TimeUs now, TimeUs counts_from);
+
+    // The responder accepted the request covering `index` (its PSN was acknowledged).
+    void on_accepted(std::uint32_t index, TimeUs now);
+    Arrival on_response(std::uint32_t index, TimeUs now);
+
+    // The runs of lost responses, each at most `max_run` long; they are no longer lost once
+    // taken (the caller re-reads them).
+    std::vector<Range> take_lost_runs(std::uint32_t max_run);
+    // When the responses due are given up for lost: `rto`, doubled per consecutive timeout
+    // up to `max_wait`, after the latest activity. Empty when nothing is due.
+    std::optional<TimeUs> deadline(TimeUs rto, TimeUs max_wait) const;
+    // Every accepted response still missing is lost.
+    void on_timeout(TimeUs now);
+
+  private:
+    struct Request {
+        Range range;
+        TimeUs counts_from = 0;
+        std::vector<bool> seen;  // responses of the range arrived since counts_from
+    };
+
+    void detect_losses(std::uint32_t request);
+
+    std::uint32_t packets_;
+    std::uint32_t allowance_;
+    std::uint32_t issued_ = 0;
+    std::uint32_t missing_;
+    std::uint32_t awaiting_ = 0;  // accepted and not received
+    std::vector<bool> received_;
+    std::vector<bool> accepted_;
+    std::vector<bool> lost_;
+    std::vector<std::uint32_t> cover_;    // index -> latest request covering it
+    std::vector<std::uint32_t> part_of_;  // index -> part
+    std::vector<Range> parts_;
+    std::vector<std::uint32_t> part_missing_;
+    std::vector<Request> requests_;
+    TimeUs last_activity_ = 0;
+    unsigned backoff_ = 0;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,205 @@
+// The responder side of one connection (protocol.md sections 5, 6, 11): tracks the PSN window,
+// places SEND and WRITE payloads on arrival, accepts and executes READ requests, completes
+// messages in order as the cumulative PSN passes them, and generates ACKs and NAKs.
+//
+// Deterministic: the caller passes the time and collects what the receiver produced (packets to
+// send, completions) with take_outbox() / take_completions(). Packets given to on_packet() have
+// already been decoded and validated (codec.h) and addressed to this connection.
+//
+// Messages complete when the connection's cum_psn passes their last PSN (section 6), so
+// completions are in order per stream and overall; a hole in one stream therefore does hold
+// back the other streams (section 9 says it should not; see the notes to the lead).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "softmetaroce/codec.h"
+#include "softmetaroce/completion.h"
+#include "softmetaroce/fair_share.h"
+#include "softmetaroce/memory.h"
+#include "softmetaroce/packet.h"
+#include "softmetaroce/paths.h"
+#include "softmetaroce/sack_bitmap.h"
+#include "softmetaroce/time.h"
+
+namespace metaroce {
+
+struct ReceiverConfig {
+    std::uint32_t qpn = 0;
+    std::uint32_t peer_qpn = 0;
+    Psn expected_psn = 0;  // the peer's sq_psn: our rq_psn
+    std::uint32_t mtu = 1024;
+    unsigned num_paths = 8;                 // our own paths, for ACKs and READ responses
+    std::uint8_t min_rnr_timer = 1;         // IB encoding, sent in RNR NAKs (1: 10 us)
+    std::uint32_t max_dest_rd_atomic = 16;  // READs accepted but not yet executed
+    std::uint32_t ack_every = 16;           // data packets per ACK without other triggers
+    TimeUs delayed_ack_us = 200;
+    std::uint32_t receive_budget = 512;  // fair-share budget when no tracker is shared
+};
+
+struct ReceiverCounters {
+    std::uint64_t packets = 0;  // SEND, WRITE and READ_REQ packets handled
+    std::uint64_t placed = 0;
+    std::uint64_t duplicates = 0;
+    std::uint64_t duplicate_reads = 0;
+    std::uint64_t out_of_window = 0;
+    std::uint64_t read_overflow = 0;  // READ_REQ dropped: max_dest_rd_atomic reached
+    std::uint64_t ce_marked = 0;
+    std::uint64_t acks_sent = 0;
+    std::uint64_t rnr_naks = 0;
+    std::uint64_t access_naks = 0;
+    std::uint64_t invalid_naks = 0;
+    std::uint64_t operational_naks = 0;
+    std::uint64_t version_naks = 0;
+    std::uint64_t reads_executed = 0;
+    std::uint64_t read_responses = 0;
+    std::uint64_t messages_completed = 0;
+    std::uint64_t dropped_in_error = 0;
+    std::uint64_t unexpected_opcode = 0;
+};
+
+class Receiver {
+  public:
+    // `paths`, when given, is the path table of the QP's own requester side: its packets
+    // take the same routes as our ACKs and READ responses, so we avoid the paths it found
+    // FAILED (the requester does not acknowledge READ responses, so we cannot learn that).
+    Receiver(const ReceiverConfig& config, MemoryModel& memory,
+             FairShareTracker* fair_share = nullptr, const PathSet* paths = nullptr);
+
+    // Posts a receive WQE for `stream`: the k-th one posted on a stream is consumed by the
+    // k-th SEND (or WRITE with immediate) of that stream. Returns false, posting nothing, if
+    // the scatter list does not name locally writable memory. In the error state the WQE
+    // completes at once with WR_FLUSH_ERR.
+    bool post_recv(std::uint8_t stream, ReceiveWqe wqe);
+
+    // A SEND, WRITE or READ_REQ for this connection. `ce`: the IP header was CE-marked.
+    void on_packet(const Packet& packet, bool ce, TimeUs now);
+    // A packet of a higher protocol version for this connection: answer with a VERSION NAK.
+    void on_version_mismatch(const BthProbe& probe, TimeUs now);
+
+    std::optional<TimeUs> next_timer() const { return delayed_ack_at_; }
+    void on_timer(TimeUs now);
+
+    // Moves to the error state (for instance because the requester side failed): every
+    // posted WQE completes with WR_FLUSH_ERR and packets are dropped from now on.
+    void enter_error() { fail(std::nullopt); }
+    bool in_error() const { return error_; }
+
+    std::vector<OutboundPacket> take_outbox();
+    std::vector<Completion> take_completions();
+
+    const SackBitmap& window() const { return window_; }
+    const ReceiverCounters& counters() const { return counters_; }
+    const ReceiverConfig& config() const { return config_; }
+    std::size_t posted_wqes(std::uint8_t stream) const;
+    std::uint32_t completed_messages(std::uint8_t stream) const;
+    std::size_t pending_reads() const { return pending_reads_.size(); }
+
+  private:
+    struct PostedWqe {
+        ReceiveWqe wqe;
+        std::optional<std::uint32_t> msg_len;  // from the first packet placed in it
+    };
+
+    struct StreamState {
+        std::deque<PostedWqe> wqes;
+        std::uint32_t front_msn = 0;  // message number of wqes.front()
+        std::uint32_t completed_messages = 0;
+    };
+
+    enum class MessageKind : std::uint8_t { Send, Write, WriteWithImm, Read };
+
+    // Recorded at the last PSN of a message; the message completes when cum_psn passes it.
+    struct MessageEnd {
+        MessageKind kind = MessageKind::Write;
+        std::uint8_t stream = 0;
+        std::uint32_t msn = 0;
+        std::uint32_t msg_len = 0;
+        std::optional<std::uint32_t> imm;
+        bool solicited = false;
+    };
+
+    struct PendingRead {
+        Psn psn = 0;
+        ReadReq request;
+        std::uint8_t stream = 0;
+        bool retx = false;
+    };
+
+    // Why a packet was refused, and what the responder does about it.
+    enum class Refusal : std::uint8_t {
+        None,
+        Rnr,             // RNR NAK, packet dropped, no state change
+        InvalidRequest,  // INVALID_REQUEST NAK, QP to error
+        RemoteAccess,    // REMOTE_ACCESS NAK, QP to error
+        LengthError,     // INVALID_REQUEST NAK, WQE completes with LOC_LEN_ERR, QP to error
+    };
+
+    struct FailedWqe {
+        std::uint8_t stream;
+        std::uint32_t msn;
+        WcStatus status;
+    };
+
+    void handle_data(const Packet& packet, TimeUs now);
+    void handle_read_request(const Packet& packet, TimeUs now);
+    Refusal place_write(const Packet& packet);
+    Refusal place_send(const Packet& packet);
+    void refuse(const Packet& packet, Refusal refusal, TimeUs now);
+
+    // Marks `psn` received; completes messages and runs READs that cum_psn passed.
+    // Returns whether a message that consumed a receive WQE completed.
+    bool accept(Psn psn, TimeUs now);
+    bool on_cum_advanced(Psn old_cum, TimeUs now);
+    bool complete_message(const MessageEnd& end, Psn last_psn, TimeUs now);
+    void execute_ready_reads(TimeUs now);
+    // `again`: a duplicate request for a READ that already ran (a re-read).
+    void execute_read(const PendingRead& read, bool again, TimeUs now);
+
+    void schedule_ack(bool immediate, TimeUs now);
+    void send_ack(Syndrome syndrome, Psn nak_psn, std::uint8_t nak_arg, TimeUs now);
+    void fail(std::optional<FailedWqe> failed);
+
+    StreamState& stream(std::uint8_t id) { return streams_[id]; }
+    std::optional<MessageEnd>& message_end_at(Psn psn) {
+        return message_ends_[psn % message_ends_.size()];
+    }
+    // The path at or after `cursor` that is not known FAILED; moves the cursor past it.
+    std::uint16_t take_path(std::uint16_t& cursor) const;
+    bool path_failed(std::uint16_t index) const;
+
+    ReceiverConfig config_;
+    MemoryModel& memory_;
+    FairShareTracker* fair_share_;
+    const PathSet* paths_;
+    std::vector<std::uint16_t> entropies_;  // of our own paths
+    // READ responses are sprayed round-robin. Re-executions start one path further each
+    // time, so a re-read's first response (the one that keeps being lost) changes path.
+    std::uint16_t response_cursor_ = 0;
+    std::uint16_t reexecution_cursor_ = 0;
+
+    SackBitmap window_;
+    bool error_ = false;
+    std::map<std::uint8_t, StreamState> streams_;
+    // Indexed by PSN modulo 512: every recorded end lies in [cum_psn, cum_psn + 256].
+    std::array<std::optional<MessageEnd>, 2 * METAROCE_SACK_BITS> message_ends_{};
+    std::vector<PendingRead> pending_reads_;
+
+    // ACK generation state.
+    std::uint32_t unacked_packets_ = 0;
+    std::optional<TimeUs> delayed_ack_at_;
+    std::uint32_t ce_since_ack_ = 0;
+    std::uint16_t echo_path_ = 0;
+    std::uint32_t echo_ts_ = 0;
+
+    std::vector<OutboundPacket> outbox_;
+    std::vector<Completion> completions_;
+    ReceiverCounters counters_;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,44 @@
+// RFC 6298 retransmission timeout estimation over all paths of a connection
+// (protocol.md section 8): RTO = SRTT + 4 * RTTVAR, at least the minimum, doubled on each
+// consecutive expiry. Integer microseconds, so results are identical everywhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "softmetaroce/time.h"
+
+namespace metaroce {
+
+struct RttConfig {
+    TimeUs min_rto_us = 1000;  // protocol.md: at least 1 ms
+    // Before the first sample. RFC 6298 says 1 s for the Internet; a datacenter fabric's RTT is
+    // microseconds, so the 1 ms floor is used instead.
+    TimeUs initial_rto_us = 1000;
+    TimeUs max_rto_us = 1'000'000;
+};
+
+class RttEstimator {
+  public:
+    explicit RttEstimator(const RttConfig& config = {});
+
+    void on_sample(TimeUs rtt_us);
+    // An RTO expired: the next timeout is twice as long (RFC 6298 5.5).
+    void on_timeout();
+    // New data was acknowledged: the backoff ends.
+    void on_progress() { backoff_ = 0; }
+
+    // The current timeout including backoff, clamped to [min, max].
+    TimeUs rto() const;
+    std::optional<TimeUs> srtt() const { return srtt_; }
+    std::optional<TimeUs> rttvar() const { return rttvar_; }
+    unsigned backoff() const { return backoff_; }
+
+  private:
+    RttConfig config_;
+    std::optional<TimeUs> srtt_;
+    std::optional<TimeUs> rttvar_;
+    unsigned backoff_ = 0;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,213 @@
+// The requester side of one connection (protocol.md sections 3.2, 7, 8, 10): segments work
+// requests into PSNs, sprays them over paths, keeps the 256-PSN SACK window and the congestion
+// window, detects losses (reordering and RTO), retransmits exactly what the ACKs do not show
+// received, recovers lost READ responses with re-reads, and completes work requests in order.
+//
+// Deterministic: the caller passes the time, calls on_timer() at next_timer(), and collects
+// packets and completions with take_outbox() / take_completions(). Packets given to on_ack()
+// and on_read_response() have been decoded, validated and addressed to this connection.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "softmetaroce/completion.h"
+#include "softmetaroce/congestion.h"
+#include "softmetaroce/packet.h"
+#include "softmetaroce/paths.h"
+#include "softmetaroce/read_tracker.h"
+#include "softmetaroce/reorder_tracker.h"
+#include "softmetaroce/rtt_estimator.h"
+#include "softmetaroce/time.h"
+#include "softmetaroce/work_request.h"
+
+namespace metaroce {
+
+struct SenderConfig {
+    std::uint32_t qpn = 0;
+    std::uint32_t peer_qpn = 0;
+    Psn initial_psn = 0;  // sq_psn
+    std::uint32_t mtu = 1024;
+    unsigned num_paths = 8;
+    std::uint8_t timeout = 14;         // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
+    std::uint8_t retry_cnt = 7;        // periods without progress tolerated
+    std::uint8_t rnr_retry = 7;        // RNR NAKs tolerated per message; 7: infinite
+    std::uint32_t max_rd_atomic = 16;  // READ_REQ parts outstanding at once
+    std::uint32_t reorder_allowance = 8;
+    // A READ is requested in parts (and re-read in runs) of at most this many response
+    // packets (1..256); each part also fits the room left in the 256-PSN window.
+    std::uint32_t max_read_packets = 64;
+    RttConfig rtt;
+    CongestionConfig congestion;
+    PathConfig paths;
+};
+
+struct SenderCounters {
+    std::uint64_t packets_sent = 0;  // every transmission, re-reads included
+    std::uint64_t new_packets = 0;
+    std::uint64_t retransmissions = 0;
+    std::uint64_t reorder_losses = 0;  // packets declared lost by the SACK
+    std::uint64_t rto_expiries = 0;
+    std::uint64_t rereads = 0;
+    std::uint64_t probes = 0;
+    std::uint64_t acks = 0;
+    std::uint64_t stale_acks = 0;
+    std::uint64_t invalid_acks = 0;  // ACKs for PSNs never sent
+    std::uint64_t naks = 0;
+    std::uint64_t rnr_naks = 0;
+    std::uint64_t read_responses = 0;
+    std::uint64_t duplicate_read_responses = 0;
+    std::uint64_t unexpected_read_responses = 0;  // for no outstanding READ
+    std::uint64_t bad_read_responses = 0;         // inconsistent with the READ they name
+    std::uint64_t retries = 0;                    // transport timeout periods without progress
+};
+
+class Sender {
+  public:
+    explicit Sender(const SenderConfig& config);
+
+    // Queues a work request. In the error state it completes at once with WR_FLUSH_ERR.
+    void post(WorkRequest wr, TimeUs now);
+
+    void on_ack(const Packet& ack, TimeUs now);
+    void on_read_response(const Packet& response, TimeUs now);
+
+    std::optional<TimeUs> next_timer() const;
+    void on_timer(TimeUs now);
+
+    // Moves to the error state (for instance because the responder side failed): every
+    // outstanding work request completes with WR_FLUSH_ERR.
+    void enter_error() { fail(std::nullopt, WcStatus::WrFlushErr); }
+    bool in_error() const { return error_; }
+
+    std::vector<OutboundPacket> take_outbox();
+    std::vector<Completion> take_completions();
+
+    // Introspection, for tests and statistics.
+    const SenderConfig& config() const { return config_; }
+    const SenderCounters& counters() const { return counters_; }
+    const PathSet& paths() const { return paths_; }
+    const CongestionControl& congestion() const { return congestion_; }
+    const RttEstimator& rtt() const { return rtt_; }
+    Psn next_psn() const { return snd_nxt_; }
+    Psn oldest_unacked() const { return snd_una_; }
+    std::uint32_t inflight() const { return inflight_; }
+    std::uint32_t window() const { return congestion_.window(fair_share_); }
+    std::uint16_t fair_share() const { return fair_share_; }
+    std::size_t outstanding_wrs() const { return wrs_.size(); }
+    bool waiting_rnr() const { return rnr_until_.has_value(); }
+    // Whether the ACKs (or a READ's responses) showed this PSN received.
+    bool known_delivered(Psn psn) const;
+
+  private:
+    enum class SlotKind : std::uint8_t {
+        Data,         // a SEND or WRITE packet
+        ReadRequest,  // the READ_REQ of a part of a READ: its first PSN
+        ReadSpan,     // the other PSNs of the part: never sent, acknowledged with the request
+    };
+    enum class SlotState : std::uint8_t { InFlight, Lost, Delivered };
+
+    // One PSN in [snd_una_, snd_nxt_).
+    struct PsnSlot {
+        SlotKind kind = SlotKind::Data;
+        SlotState state = SlotState::InFlight;
+        std::uint64_t wr_seq = 0;
+        std::uint32_t read_index = 0;  // ReadRequest, ReadSpan: response index in the READ
+        Packet packet;                 // Data, ReadRequest: what goes on the wire (path, ts aside)
+        std::uint16_t path = 0;        // of the latest transmission
+        TimeUs sent_at = 0;
+        std::uint64_t tx_order = 0;
+        std::uint32_t transmissions = 0;
+
+        bool on_wire() const { return kind != SlotKind::ReadSpan; }
+    };
+
+    struct WrState {
+        std::uint64_t seq = 0;
+        WorkRequest wr;
+        bool started = false;
+        bool fully_issued = false;
+        std::uint32_t msn = 0;
+        Psn first_psn = 0;
+        std::uint32_t issued_bytes = 0;  // SEND, WRITE
+        std::uint32_t undelivered_psns = 0;
+        std::uint32_t rnr_naks = 0;  // consecutive, for this message
+        std::optional<ReadTracker> read;
+        std::vector<std::uint8_t> read_data;
+
+        std::uint32_t length() const;
+        bool complete() const;
+    };
+
+    PsnSlot* slot_at(Psn psn);
+    const PsnSlot* slot_at(Psn psn) const;
+    WrState* find_wr(std::uint64_t seq);
+
+    void pump(TimeUs now);
+    void send_retransmissions(TimeUs now);
+    void send_rereads(TimeUs now);
+    void send_reread(WrState& wr, ReadTracker::Range range, TimeUs now);
+    void send_new(TimeUs now);
+    bool window_fits(std::uint32_t psns) const;
+    bool blocked_by_fence(const WrState& wr) const;
+    void issue_data_packet(WrState& wr, TimeUs now);
+    void issue_read_part(WrState& wr, std::uint32_t room, TimeUs now);
+    void transmit(PsnSlot& slot, bool retransmission, TimeUs now);
+
+    std::uint32_t apply_sack(const Ack& ack, TimeUs now);
+    void mark_delivered(PsnSlot& slot, TimeUs now);
+    void detect_reorder_losses(TimeUs now);
+    void declare_lost(PsnSlot& slot, bool by_network, TimeUs now);
+    void on_progress(TimeUs now);
+    void handle_nak(const Ack& ack, TimeUs now);
+    void on_rto(TimeUs now);
+    void end_rnr_wait(TimeUs now);
+    void advance_una();
+    void complete_ready();
+    void fail_at(Psn psn, WcStatus status);
+    void fail(std::optional<std::uint64_t> failed_seq, WcStatus status);
+    Completion completion_for(const WrState& wr, WcStatus status) const;
+    std::optional<TimeUs> progress_deadline() const;
+    std::optional<TimeUs> read_deadline(const WrState& wr) const;
+
+    SenderConfig config_;
+    std::optional<TimeUs> transport_timeout_;
+    PathSet paths_;
+    CongestionControl congestion_;
+    RttEstimator rtt_;
+    ReorderTracker reorder_;
+
+    std::deque<WrState> wrs_;  // posted, not yet completed, in posting order
+    std::uint64_t next_wr_seq_ = 0;
+    std::uint64_t next_issue_seq_ = 0;          // first work request not fully segmented
+    std::uint32_t read_parts_outstanding_ = 0;  // READ_REQ parts not fully answered
+    // Per stream: the message number of the next SEND or WRITE with immediate.
+    std::map<std::uint8_t, std::uint32_t> next_msn_;
+
+    Psn snd_una_;  // oldest PSN not known delivered
+    Psn snd_nxt_;  // next PSN to assign
+    std::array<std::optional<PsnSlot>, METAROCE_SACK_BITS> slots_{};
+    std::uint32_t inflight_ = 0;  // wire packets in flight
+    std::uint64_t next_tx_order_ = 0;
+
+    std::optional<Psn> highest_cum_;  // newest cum_psn seen, to ignore stale ACKs
+    std::uint16_t fair_share_ = 0;
+    bool error_ = false;
+    bool force_retransmission_ = false;  // after an RTO the oldest loss goes even if cwnd is full
+
+    std::optional<TimeUs> rto_deadline_;
+    std::optional<TimeUs> rnr_until_;
+    Psn rnr_psn_ = 0;
+    TimeUs last_progress_ = 0;
+    std::uint32_t retries_ = 0;
+
+    std::vector<OutboundPacket> outbox_;
+    std::vector<Completion> completions_;
+    SenderCounters counters_;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,36 @@
+// Send-queue work requests, with the semantics of their verbs counterparts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace metaroce {
+
+enum class WrOpcode : std::uint8_t { Send, SendWithImm, Write, WriteWithImm, Read };
+
+// A send-queue work request. SEND and WRITE data is copied in at posting time; a READ's
+// result is returned in its completion (the model has no requester-side memory).
+struct WorkRequest {
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::Send;
+    std::uint8_t stream = 0;
+    std::vector<std::uint8_t> data;  // SEND, WRITE
+    std::uint64_t remote_addr = 0;   // WRITE, READ
+    std::uint32_t rkey = 0;          // WRITE, READ
+    std::uint32_t read_length = 0;   // READ
+    std::uint32_t imm = 0;           // *WithImm
+    bool solicited = false;          // SEND, WRITE with immediate
+    bool signaled = true;            // complete successfully with a completion
+    bool fence = false;              // wait for earlier READs to complete first
+
+    bool has_imm() const {
+        return opcode == WrOpcode::SendWithImm || opcode == WrOpcode::WriteWithImm;
+    }
+    bool is_send() const { return opcode == WrOpcode::Send || opcode == WrOpcode::SendWithImm; }
+    bool is_write() const { return opcode == WrOpcode::Write || opcode == WrOpcode::WriteWithImm; }
+    bool is_read() const { return opcode == WrOpcode::Read; }
+    // Whether the message consumes a receive WQE at the responder.
+    bool consumes_receive_wqe() const { return is_send() || opcode == WrOpcode::WriteWithImm; }
+};
+
+}  // namespace metaroce

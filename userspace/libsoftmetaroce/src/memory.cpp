@@ -1,0 +1,108 @@
+#include "softmetaroce/memory.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace metaroce {
+
+std::uint64_t ReceiveWqe::total_length() const {
+    std::uint64_t total = 0;
+    for (const Sge& sge : sges) total += sge.length;
+    return total;
+}
+
+bool MemoryModel::register_region(std::uint32_t key, std::uint64_t addr, std::uint32_t length,
+                                  std::uint32_t access_flags) {
+    if (regions_.count(key) != 0) return false;
+    if (addr > std::numeric_limits<std::uint64_t>::max() - length) return false;
+    regions_[key] = Region{addr, access_flags, std::vector<std::uint8_t>(length, 0)};
+    return true;
+}
+
+bool MemoryModel::deregister_region(std::uint32_t key) { return regions_.erase(key) != 0; }
+
+const MemoryModel::Region* MemoryModel::find(std::uint32_t key) const {
+    const auto it = regions_.find(key);
+    return it == regions_.end() ? nullptr : &it->second;
+}
+
+AccessResult MemoryModel::check(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
+                                std::uint32_t needed) const {
+    const Region* region = find(key);
+    if (region == nullptr) return AccessResult::BadKey;
+    if ((region->access_flags & needed) != needed) return AccessResult::NoRights;
+    // Overflow-free form of region->addr <= addr && addr + len <= region end.
+    const std::uint64_t size = region->bytes.size();
+    if (addr < region->addr || len > size || addr - region->addr > size - len) {
+        return AccessResult::OutOfBounds;
+    }
+    return AccessResult::Ok;
+}
+
+AccessResult MemoryModel::write(std::uint32_t key, std::uint64_t addr,
+                                std::span<const std::uint8_t> data, std::uint32_t needed) {
+    const AccessResult result = check(key, addr, data.size(), needed);
+    if (result != AccessResult::Ok) return result;
+    Region& region = regions_.at(key);
+    std::copy(data.begin(), data.end(), region.bytes.begin() + (addr - region.addr));
+    return AccessResult::Ok;
+}
+
+AccessResult MemoryModel::read(std::uint32_t key, std::uint64_t addr, std::uint32_t len,
+                               std::uint32_t needed, std::vector<std::uint8_t>& out) const {
+    const AccessResult result = check(key, addr, len, needed);
+    if (result != AccessResult::Ok) return result;
+    const Region& region = *find(key);
+    const auto begin = region.bytes.begin() + (addr - region.addr);
+    out.assign(begin, begin + len);
+    return AccessResult::Ok;
+}
+
+bool MemoryModel::valid_receive_buffer(const ReceiveWqe& wqe) const {
+    return std::all_of(wqe.sges.begin(), wqe.sges.end(), [this](const Sge& sge) {
+        return check(sge.lkey, sge.addr, sge.length, access::kLocalWrite) == AccessResult::Ok;
+    });
+}
+
+void MemoryModel::scatter(const ReceiveWqe& wqe, std::uint64_t offset,
+                          std::span<const std::uint8_t> data) {
+    for (const Sge& sge : wqe.sges) {
+        if (data.empty()) return;
+        if (offset >= sge.length) {
+            offset -= sge.length;
+            continue;
+        }
+        const std::uint64_t room = sge.length - offset;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(room, data.size()));
+        write(sge.lkey, sge.addr + offset, data.first(n), access::kLocalWrite);
+        data = data.subspan(n);
+        offset = 0;
+    }
+}
+
+std::vector<std::uint8_t> MemoryModel::gather(const ReceiveWqe& wqe, std::uint64_t len) const {
+    std::vector<std::uint8_t> out;
+    for (const Sge& sge : wqe.sges) {
+        if (out.size() >= len) break;
+        const auto n =
+            static_cast<std::uint32_t>(std::min<std::uint64_t>(sge.length, len - out.size()));
+        std::vector<std::uint8_t> part;
+        if (read(sge.lkey, sge.addr, n, 0, part) != AccessResult::Ok) break;
+        out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+}
+
+std::span<std::uint8_t> MemoryModel::region_bytes(std::uint32_t key) {
+    const auto it = regions_.find(key);
+    if (it == regions_.end()) return {};
+    return it->second.bytes;
+}
+
+std::span<const std::uint8_t> MemoryModel::region_bytes(std::uint32_t key) const {
+    const Region* region = find(key);
+    if (region == nullptr) return {};
+    return region->bytes;
+}
+
+}  // namespace metaroce

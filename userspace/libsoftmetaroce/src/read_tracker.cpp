@@ -1,0 +1,120 @@
+#include "softmetaroce/read_tracker.h"
+
+#include <algorithm>
+
+namespace metaroce {
+
+ReadTracker::ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance)
+    : packets_(packets),
+      allowance_(std::max<std::uint32_t>(1, reorder_allowance)),
+      missing_(packets),
+      received_(packets, false),
+      accepted_(packets, false),
+      lost_(packets, false),
+      cover_(packets, 0),
+      part_of_(packets, 0) {}
+
+ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
+    const Range range{issued_, std::min(packets_, issued_ + count)};
+    const auto part = static_cast<std::uint32_t>(parts_.size());
+    const auto request = static_cast<std::uint32_t>(requests_.size());
+    parts_.push_back(range);
+    part_missing_.push_back(range.size());
+    requests_.push_back(Request{range, now, std::vector<bool>(range.size(), false)});
+    for (std::uint32_t i = range.first; i < range.end; ++i) {
+        part_of_[i] = part;
+        cover_[i] = request;
+    }
+    issued_ = range.end;
+    return range;
+}
+
+ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
+    return parts_[part_of_[index]];
+}
+
+void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
+    const auto request = static_cast<std::uint32_t>(requests_.size());
+    requests_.push_back(Request{range, counts_from, std::vector<bool>(range.size(), false)});
+    for (std::uint32_t i = range.first; i < range.end; ++i) {
+        cover_[i] = request;
+        lost_[i] = false;
+    }
+    last_activity_ = now;
+}
+
+void ReadTracker::on_accepted(std::uint32_t index, TimeUs now) {
+    if (accepted_[index]) return;
+    accepted_[index] = true;
+    if (received_[index]) return;
+    // Responses are due from now on.
+    if (awaiting_++ == 0) last_activity_ = now;
+}
+
+ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now) {
+    last_activity_ = now;
+    const std::uint32_t request = cover_[index];
+    Request& r = requests_[request];
+    if (now >= r.counts_from) r.seen[index - r.range.first] = true;
+
+    Arrival arrival;
+    if (!received_[index]) {
+        arrival.is_new = true;
+        received_[index] = true;
+        lost_[index] = false;
+        --missing_;
+        if (accepted_[index]) --awaiting_;
+        backoff_ = 0;
+        arrival.completed_part = --part_missing_[part_of_[index]] == 0;
+    }
+    detect_losses(request);
+    return arrival;
+}
+
+void ReadTracker::detect_losses(std::uint32_t request) {
+    // A response of this request is lost once `allowance_` responses the responder sent after
+    // it (higher indices of the same request) arrived.
+    const Request& r = requests_[request];
+    std::uint32_t later = 0;
+    for (std::uint32_t i = r.range.end; i-- > r.range.first;) {
+        if (later >= allowance_ && !received_[i] && !lost_[i] && cover_[i] == request) {
+            lost_[i] = true;
+        }
+        if (r.seen[i - r.range.first]) ++later;
+    }
+}
+
+std::vector<ReadTracker::Range> ReadTracker::take_lost_runs(std::uint32_t max_run) {
+    std::vector<Range> runs;
+    for (std::uint32_t i = 0; i < issued_;) {
+        if (!lost_[i]) {
+            ++i;
+            continue;
+        }
+        Range run{i, i};
+        while (run.end < issued_ && lost_[run.end] && run.size() < max_run) {
+            lost_[run.end] = false;
+            ++run.end;
+        }
+        runs.push_back(run);
+        i = run.end;
+    }
+    return runs;
+}
+
+std::optional<TimeUs> ReadTracker::deadline(TimeUs rto, TimeUs max_wait) const {
+    if (awaiting_ == 0) return std::nullopt;
+    TimeUs wait = rto;
+    for (unsigned i = 0; i < backoff_ && wait < max_wait; ++i) wait *= 2;
+    return last_activity_ + std::min(wait, std::max(rto, max_wait));
+}
+
+void ReadTracker::on_timeout(TimeUs now) {
+    for (std::uint32_t i = 0; i < issued_; ++i) {
+        if (accepted_[i] && !received_[i]) lost_[i] = true;
+    }
+    ++backoff_;
+    last_activity_ = now;
+}
+
+}  // namespace metaroce

@@ -1,0 +1,453 @@
+#include "softmetaroce/receiver.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "softmetaroce/paths.h"
+
+namespace metaroce {
+namespace {
+
+constexpr std::uint32_t kMaxCeCount = 0xffff;
+
+Completion receive_completion(std::uint64_t wr_id, WcStatus status, std::uint8_t stream) {
+    Completion c;
+    c.wr_id = wr_id;
+    c.status = status;
+    c.opcode = WcOpcode::Recv;
+    c.stream = stream;
+    return c;
+}
+
+}  // namespace
+
+Receiver::Receiver(const ReceiverConfig& config, MemoryModel& memory, FairShareTracker* fair_share,
+                   const PathSet* paths)
+    : config_(config),
+      memory_(memory),
+      fair_share_(fair_share),
+      paths_(paths),
+      window_(config.expected_psn) {
+    if (!is_valid_mtu(config_.mtu)) config_.mtu = 1024;
+    const unsigned count = std::clamp(config_.num_paths, 1u, PathSet::kMaxPaths);
+    for (unsigned i = 0; i < count; ++i) entropies_.push_back(PathSet::entropy_for(config_.qpn, i));
+}
+
+bool Receiver::post_recv(std::uint8_t stream_id, ReceiveWqe wqe) {
+    if (!memory_.valid_receive_buffer(wqe)) return false;
+    if (error_) {
+        completions_.push_back(receive_completion(wqe.wr_id, WcStatus::WrFlushErr, stream_id));
+        return true;
+    }
+    stream(stream_id).wqes.push_back(PostedWqe{std::move(wqe), std::nullopt});
+    return true;
+}
+
+void Receiver::on_packet(const Packet& packet, bool ce, TimeUs now) {
+    if (error_) {
+        ++counters_.dropped_in_error;
+        return;
+    }
+    const Opcode op = packet.bth.opcode;
+    if (op != Opcode::Send && op != Opcode::Write && op != Opcode::ReadRequest) {
+        ++counters_.unexpected_opcode;
+        return;
+    }
+    ++counters_.packets;
+    if (ce) {
+        ++counters_.ce_marked;
+        ce_since_ack_ = std::min(ce_since_ack_ + 1, kMaxCeCount);
+    }
+    // The latest packet is the one any ACK it triggers (now or later) echoes.
+    echo_path_ = packet.bth.path;
+    echo_ts_ = packet.bth.ts;
+    if (fair_share_ != nullptr) fair_share_->note_activity(config_.qpn, now);
+
+    if (op == Opcode::ReadRequest) {
+        handle_read_request(packet, now);
+    } else {
+        handle_data(packet, now);
+    }
+}
+
+void Receiver::handle_data(const Packet& packet, TimeUs now) {
+    const Psn psn = packet.bth.psn;
+    switch (window_.locate(psn)) {
+        case WindowPosition::Duplicate:
+            // Placement is idempotent but not redone; an ACK tells a sender that lost ACKs
+            // where things stand.
+            ++counters_.duplicates;
+            send_ack(Syndrome::Ack, 0, 0, now);
+            return;
+        case WindowPosition::Beyond:
+            ++counters_.out_of_window;
+            return;
+        case WindowPosition::New:
+            break;
+    }
+
+    // Out of order: it leaves a gap (not at cum_psn) or fills one (PSNs after it arrived).
+    const bool out_of_order = psn != window_.cum_psn() || window_.has_gap();
+    const Refusal refusal =
+        packet.bth.opcode == Opcode::Send ? place_send(packet) : place_write(packet);
+    if (refusal != Refusal::None) {
+        refuse(packet, refusal, now);
+        return;
+    }
+    ++counters_.placed;
+
+    if (packet.bth.has(flag::kLast)) {
+        const Deth& d = packet.deth();
+        MessageKind kind = MessageKind::Write;
+        if (packet.bth.opcode == Opcode::Send) {
+            kind = MessageKind::Send;
+        } else if (packet.bth.has(flag::kImm)) {
+            kind = MessageKind::WriteWithImm;
+        }
+        std::optional<std::uint32_t> imm;
+        if (packet.bth.has(flag::kImm)) imm = d.imm;
+        message_end_at(psn) = MessageEnd{
+            kind, packet.bth.stream, d.msn, d.msg_len, imm, packet.bth.has(flag::kSolicited)};
+    }
+    const bool completed_wqe = accept(psn, now);
+    if (error_) return;
+    schedule_ack(packet.bth.has(flag::kAckReq) || out_of_order || completed_wqe, now);
+}
+
+Receiver::Refusal Receiver::place_write(const Packet& packet) {
+    const Deth& d = packet.deth();
+    if (memory_.check(d.key, d.addr, packet.payload.size(), access::kRemoteWrite) !=
+        AccessResult::Ok) {
+        return Refusal::RemoteAccess;
+    }
+    // A WRITE with immediate needs its receive WQE when its last packet arrives (it completes
+    // into it); the data itself goes to the region.
+    if (packet.bth.has(flag::kImm) && packet.bth.has(flag::kLast)) {
+        const StreamState& st = stream(packet.bth.stream);
+        const auto index = static_cast<std::int32_t>(d.msn - st.front_msn);
+        if (index < 0) return Refusal::InvalidRequest;
+        if (static_cast<std::size_t>(index) >= st.wqes.size()) return Refusal::Rnr;
+    }
+    memory_.write(d.key, d.addr, packet.payload, access::kRemoteWrite);
+    return Refusal::None;
+}
+
+Receiver::Refusal Receiver::place_send(const Packet& packet) {
+    const Deth& d = packet.deth();
+    StreamState& st = stream(packet.bth.stream);
+    const auto index = static_cast<std::int32_t>(d.msn - st.front_msn);
+    if (index < 0) return Refusal::InvalidRequest;  // that WQE was consumed already
+    if (static_cast<std::size_t>(index) >= st.wqes.size()) return Refusal::Rnr;
+    PostedWqe& posted = st.wqes[static_cast<std::size_t>(index)];
+    if (d.addr + packet.payload.size() > posted.wqe.total_length()) return Refusal::LengthError;
+    if (posted.msg_len && *posted.msg_len != d.msg_len) return Refusal::InvalidRequest;
+    posted.msg_len = d.msg_len;
+    memory_.scatter(posted.wqe, d.addr, packet.payload);
+    return Refusal::None;
+}
+
+void Receiver::refuse(const Packet& packet, Refusal refusal, TimeUs now) {
+    const Psn psn = packet.bth.psn;
+    switch (refusal) {
+        case Refusal::None:
+            return;
+        case Refusal::Rnr:
+            ++counters_.rnr_naks;
+            send_ack(Syndrome::RnrNak, psn, config_.min_rnr_timer, now);
+            return;
+        case Refusal::RemoteAccess:
+            ++counters_.access_naks;
+            send_ack(Syndrome::RemoteAccess, psn, 0, now);
+            fail(std::nullopt);
+            return;
+        case Refusal::InvalidRequest:
+            ++counters_.invalid_naks;
+            send_ack(Syndrome::InvalidRequest, psn, 0, now);
+            fail(std::nullopt);
+            return;
+        case Refusal::LengthError:
+            ++counters_.invalid_naks;
+            send_ack(Syndrome::InvalidRequest, psn, 0, now);
+            fail(FailedWqe{packet.bth.stream, packet.deth().msn, WcStatus::LocLenErr});
+            return;
+    }
+}
+
+void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
+    const Psn psn = packet.bth.psn;
+    const ReadReq& request = packet.rreq();
+    const PendingRead read{psn, request, packet.bth.stream, packet.bth.has(flag::kRetx)};
+
+    switch (window_.locate(psn)) {
+        case WindowPosition::Duplicate:
+            ++counters_.duplicates;
+            ++counters_.duplicate_reads;
+            // Reads are idempotent: run it again if the original already ran (cum_psn passed
+            // it); otherwise the original, still waiting for cum_psn, answers this range too.
+            if (psn_before(psn, window_.cum_psn())) {
+                if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
+                    AccessResult::Ok) {
+                    ++counters_.access_naks;
+                    send_ack(Syndrome::RemoteAccess, psn, 0, now);
+                    fail(std::nullopt);
+                    return;
+                }
+                execute_read(read, /*again=*/true, now);
+            }
+            send_ack(Syndrome::Ack, 0, 0, now);
+            return;
+        case WindowPosition::Beyond:
+            ++counters_.out_of_window;
+            return;
+        case WindowPosition::New:
+            break;
+    }
+
+    const std::uint32_t packets = read_response_packets(request.len, config_.mtu);
+    const Psn last = psn_add(psn, packets - 1);
+    if (psn_diff(last, window_.cum_psn()) > static_cast<std::int32_t>(SackBitmap::kBits)) {
+        ++counters_.out_of_window;  // the READ's PSNs do not fit the window
+        return;
+    }
+    if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
+        AccessResult::Ok) {
+        ++counters_.access_naks;
+        send_ack(Syndrome::RemoteAccess, psn, 0, now);
+        fail(std::nullopt);
+        return;
+    }
+    if (pending_reads_.size() >= config_.max_dest_rd_atomic) {
+        // Not accepted (its PSNs stay unmarked): the requester will send it again.
+        ++counters_.read_overflow;
+        return;
+    }
+
+    const bool out_of_order = psn != window_.cum_psn() || window_.has_gap();
+    message_end_at(last) = MessageEnd{MessageKind::Read, packet.bth.stream, request.msn,
+                                      request.len,       std::nullopt,      false};
+    pending_reads_.push_back(read);
+    bool completed_wqe = false;
+    for (std::uint32_t k = 0; k < packets && !error_; ++k) {
+        completed_wqe |= accept(psn_add(psn, k), now);
+    }
+    if (error_) return;
+    schedule_ack(packet.bth.has(flag::kAckReq) || out_of_order || completed_wqe, now);
+}
+
+bool Receiver::accept(Psn psn, TimeUs now) {
+    const Psn old_cum = window_.cum_psn();
+    if (window_.mark(psn) == 0) return false;
+    return on_cum_advanced(old_cum, now);
+}
+
+bool Receiver::on_cum_advanced(Psn old_cum, TimeUs now) {
+    bool completed_wqe = false;
+    for (Psn p = old_cum; p != window_.cum_psn() && !error_; p = psn_next(p)) {
+        std::optional<MessageEnd>& slot = message_end_at(p);
+        if (!slot) continue;
+        const MessageEnd end = *slot;
+        slot.reset();
+        completed_wqe |= complete_message(end, p, now);
+    }
+    if (!error_) execute_ready_reads(now);
+    return completed_wqe;
+}
+
+bool Receiver::complete_message(const MessageEnd& end, Psn last_psn, TimeUs now) {
+    StreamState& st = stream(end.stream);
+    ++st.completed_messages;
+    ++counters_.messages_completed;
+    if (end.kind == MessageKind::Write || end.kind == MessageKind::Read) return false;
+
+    // Messages complete in PSN order and the requester numbers them in PSN order, so the
+    // message must be the one of the oldest WQE; anything else is a requester bug.
+    if (st.wqes.empty() || end.msn != st.front_msn) {
+        ++counters_.invalid_naks;
+        send_ack(Syndrome::InvalidRequest, last_psn, 0, now);
+        fail(std::nullopt);
+        return false;
+    }
+    const PostedWqe posted = std::move(st.wqes.front());
+    st.wqes.pop_front();
+    ++st.front_msn;
+    Completion c = receive_completion(posted.wqe.wr_id, WcStatus::Success, end.stream);
+    if (end.kind == MessageKind::WriteWithImm) c.opcode = WcOpcode::RecvRdmaWithImm;
+    c.byte_len = end.msg_len;
+    c.imm = end.imm;
+    c.solicited = end.solicited;
+    completions_.push_back(std::move(c));
+    return true;
+}
+
+void Receiver::execute_ready_reads(TimeUs now) {
+    // A READ runs once cum_psn has passed its PSN, so it observes every earlier WRITE.
+    // Run them in PSN order (they may have been accepted in any order).
+    const Psn cum = window_.cum_psn();
+    std::vector<PendingRead> ready;
+    std::erase_if(pending_reads_, [&](const PendingRead& r) {
+        if (!psn_before(r.psn, cum)) return false;
+        ready.push_back(r);
+        return true;
+    });
+    std::sort(ready.begin(), ready.end(), [cum](const PendingRead& a, const PendingRead& b) {
+        return psn_diff(a.psn, cum) < psn_diff(b.psn, cum);
+    });
+    for (const PendingRead& r : ready) {
+        if (error_) return;
+        execute_read(r, /*again=*/false, now);
+    }
+}
+
+void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
+    const ReadReq& request = read.request;
+    std::vector<std::uint8_t> data;
+    if (memory_.read(request.rkey, request.va, request.len, access::kRemoteRead, data) !=
+        AccessResult::Ok) {
+        // The region went away between acceptance and execution.
+        ++counters_.operational_naks;
+        send_ack(Syndrome::RemoteOperational, read.psn, 0, now);
+        fail(std::nullopt);
+        return;
+    }
+    ++counters_.reads_executed;
+    const std::uint32_t mtu = config_.mtu;
+    const std::uint32_t packets = read_response_packets(request.len, mtu);
+    std::uint16_t cursor = again ? reexecution_cursor_++ : response_cursor_;
+    for (std::uint32_t k = 0; k < packets; ++k) {
+        const std::uint32_t begin = k * mtu;
+        const std::uint32_t end = std::min(request.len, begin + mtu);
+        const std::uint16_t path = take_path(cursor);
+
+        Packet response;
+        response.bth.opcode = Opcode::ReadResponse;
+        response.bth.stream = read.stream;
+        response.bth.dqpn = config_.peer_qpn;
+        response.bth.sqpn = config_.qpn;
+        response.bth.psn = psn_add(read.psn, k);
+        response.bth.path = path;
+        response.bth.ts = static_cast<std::uint32_t>(now);
+        if (request.offset + begin == 0) response.bth.flags |= flag::kFirst;
+        if (k + 1 == packets) response.bth.flags |= flag::kLast;
+        if (read.retx) response.bth.flags |= flag::kRetx;
+        // The message length is where the request ends: the READ's end for a first request,
+        // else the end of the part or re-read asked for (the responder keeps no READ state).
+        response.ext = Deth{.addr = std::uint64_t{request.offset} + begin,
+                            .key = 0,
+                            .msn = request.msn,
+                            .msg_len = request.offset + request.len,
+                            .imm = 0};
+        response.payload.assign(data.begin() + begin, data.begin() + end);
+        outbox_.push_back(OutboundPacket{std::move(response), entropies_[path]});
+        ++counters_.read_responses;
+    }
+    if (!again) response_cursor_ = cursor;
+}
+
+void Receiver::schedule_ack(bool immediate, TimeUs now) {
+    ++unacked_packets_;
+    if (immediate || unacked_packets_ >= config_.ack_every) {
+        send_ack(Syndrome::Ack, 0, 0, now);
+    } else if (!delayed_ack_at_) {
+        delayed_ack_at_ = now + config_.delayed_ack_us;
+    }
+}
+
+void Receiver::on_timer(TimeUs now) {
+    if (delayed_ack_at_ && now >= *delayed_ack_at_) send_ack(Syndrome::Ack, 0, 0, now);
+}
+
+void Receiver::on_version_mismatch(const BthProbe& probe, TimeUs now) {
+    ++counters_.version_naks;
+    echo_path_ = probe.path;
+    echo_ts_ = probe.ts;
+    send_ack(Syndrome::Version, probe.psn, METAROCE_VERSION, now);
+}
+
+void Receiver::send_ack(Syndrome syndrome, Psn nak_psn, std::uint8_t nak_arg, TimeUs now) {
+    // Reverse path: the ACK for a packet sent on the peer's path i goes on our path i (or the
+    // next one, if that one is known dead).
+    auto cursor = static_cast<std::uint16_t>(echo_path_ % entropies_.size());
+    const std::uint16_t path = take_path(cursor);
+    Packet ack;
+    ack.bth.opcode = Opcode::Ack;
+    ack.bth.dqpn = config_.peer_qpn;
+    ack.bth.sqpn = config_.qpn;
+    ack.bth.psn = window_.cum_psn();
+    ack.bth.path = path;
+    ack.bth.ts = static_cast<std::uint32_t>(now);
+    const auto stream0 = streams_.find(0);
+    ack.ext = Ack{
+        .cum_psn = window_.cum_psn(),
+        .nak_psn = syndrome == Syndrome::Ack ? 0 : (nak_psn & kPsnMask),
+        .syndrome = syndrome,
+        .nak_arg = nak_arg,
+        .ce_count = static_cast<std::uint16_t>(ce_since_ack_),
+        .fair_share = fair_share_ != nullptr ? fair_share_->hint(now)
+                                             : static_cast<std::uint16_t>(std::min<std::uint32_t>(
+                                                   config_.receive_budget, 0xffff)),
+        .echo_path = echo_path_,
+        .ts_echo = echo_ts_,
+        // The messages of stream 0 that consumed a receive WQE: the next message number due.
+        .msn = stream0 == streams_.end() ? 0 : stream0->second.front_msn,
+        .sack = window_.to_wire()};
+    outbox_.push_back(OutboundPacket{std::move(ack), entropies_[path]});
+    ++counters_.acks_sent;
+    // Every ACK or NAK carries the full state and the CE count since the previous one.
+    ce_since_ack_ = 0;
+    unacked_packets_ = 0;
+    delayed_ack_at_.reset();
+}
+
+void Receiver::fail(std::optional<FailedWqe> failed) {
+    if (error_) return;
+    error_ = true;
+    for (auto& [id, st] : streams_) {
+        std::uint32_t msn = st.front_msn;
+        for (PostedWqe& posted : st.wqes) {
+            WcStatus status = WcStatus::WrFlushErr;
+            if (failed && failed->stream == id && failed->msn == msn) status = failed->status;
+            completions_.push_back(receive_completion(posted.wqe.wr_id, status, id));
+            ++msn;
+        }
+        st.wqes.clear();
+    }
+    pending_reads_.clear();
+    message_ends_.fill(std::nullopt);
+    delayed_ack_at_.reset();
+}
+
+std::vector<OutboundPacket> Receiver::take_outbox() { return std::exchange(outbox_, {}); }
+
+std::vector<Completion> Receiver::take_completions() { return std::exchange(completions_, {}); }
+
+std::size_t Receiver::posted_wqes(std::uint8_t stream_id) const {
+    const auto it = streams_.find(stream_id);
+    return it == streams_.end() ? 0 : it->second.wqes.size();
+}
+
+std::uint32_t Receiver::completed_messages(std::uint8_t stream_id) const {
+    const auto it = streams_.find(stream_id);
+    return it == streams_.end() ? 0 : it->second.completed_messages;
+}
+
+bool Receiver::path_failed(std::uint16_t index) const {
+    return paths_ != nullptr && index < paths_->size() &&
+           (*paths_)[index].state == PathState::Failed;
+}
+
+std::uint16_t Receiver::take_path(std::uint16_t& cursor) const {
+    const auto n = static_cast<std::uint16_t>(entropies_.size());
+    cursor %= n;
+    std::uint16_t path = cursor;
+    for (std::uint16_t k = 0; k < n; ++k) {
+        const auto candidate = static_cast<std::uint16_t>((cursor + k) % n);
+        if (!path_failed(candidate)) {
+            path = candidate;
+            break;
+        }
+    }
+    cursor = static_cast<std::uint16_t>((path + 1) % n);
+    return path;
+}
+
+}  // namespace metaroce

@@ -1,0 +1,701 @@
+#include "softmetaroce/sender.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "softmetaroce/codec.h"
+#include "softmetaroce/ib_timers.h"
+#include "softmetaroce/sack_bitmap.h"
+
+namespace metaroce {
+namespace {
+
+constexpr std::uint8_t kInfiniteRnrRetry = 7;
+// An echoed timestamp further back than this is not a plausible RTT sample.
+constexpr std::uint32_t kMaxRttSampleUs = 10'000'000;
+
+constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
+
+// Backoff never stretches one wait past the transport timeout, so that every timeout period
+// without progress (each counts a retry, section 8) sees at least one retransmission.
+RttConfig capped_by_transport_timeout(RttConfig rtt, std::uint8_t timeout) {
+    if (const std::optional<TimeUs> period = transport_timeout_us(timeout)) {
+        rtt.max_rto_us = std::max(rtt.min_rto_us, std::min(rtt.max_rto_us, *period));
+    }
+    return rtt;
+}
+
+WcOpcode wc_opcode_for(const WorkRequest& wr) {
+    if (wr.is_read()) return WcOpcode::RdmaRead;
+    if (wr.is_write()) return WcOpcode::RdmaWrite;
+    return WcOpcode::Send;
+}
+
+}  // namespace
+
+std::uint32_t Sender::WrState::length() const {
+    return wr.is_read() ? wr.read_length : static_cast<std::uint32_t>(wr.data.size());
+}
+
+bool Sender::WrState::complete() const {
+    return fully_issued && undelivered_psns == 0 && (!read || read->done());
+}
+
+Sender::Sender(const SenderConfig& config)
+    : config_(config),
+      transport_timeout_(transport_timeout_us(config.timeout)),
+      paths_(config.qpn, config.num_paths, config.paths),
+      congestion_(config.congestion),
+      rtt_(capped_by_transport_timeout(config.rtt, config.timeout)),
+      reorder_(config.reorder_allowance),
+      snd_una_(config.initial_psn & kPsnMask),
+      snd_nxt_(config.initial_psn & kPsnMask) {
+    if (!is_valid_mtu(config_.mtu)) config_.mtu = 1024;
+    config_.rtt = capped_by_transport_timeout(config_.rtt, config_.timeout);
+    config_.max_read_packets = std::clamp<std::uint32_t>(config_.max_read_packets, 1, kWindowPsns);
+    config_.max_rd_atomic = std::max<std::uint32_t>(config_.max_rd_atomic, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bookkeeping helpers
+
+Sender::PsnSlot* Sender::slot_at(Psn psn) {
+    if (!psn_in_range(psn, snd_una_, static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_)))) {
+        return nullptr;
+    }
+    std::optional<PsnSlot>& slot = slots_[psn % kWindowPsns];
+    return slot ? &*slot : nullptr;
+}
+
+const Sender::PsnSlot* Sender::slot_at(Psn psn) const {
+    return const_cast<Sender*>(this)->slot_at(psn);
+}
+
+Sender::WrState* Sender::find_wr(std::uint64_t seq) {
+    if (wrs_.empty() || seq < wrs_.front().seq) return nullptr;
+    const std::uint64_t index = seq - wrs_.front().seq;
+    return index < wrs_.size() ? &wrs_[index] : nullptr;
+}
+
+bool Sender::known_delivered(Psn psn) const {
+    if (psn_before(psn, snd_una_)) return true;
+    const PsnSlot* slot = slot_at(psn);
+    return slot != nullptr && slot->state == SlotState::Delivered;
+}
+
+std::vector<OutboundPacket> Sender::take_outbox() { return std::exchange(outbox_, {}); }
+
+std::vector<Completion> Sender::take_completions() { return std::exchange(completions_, {}); }
+
+// ---------------------------------------------------------------------------------------------
+// Posting and sending
+
+void Sender::post(WorkRequest wr, TimeUs now) {
+    WrState state;
+    state.seq = next_wr_seq_++;
+    state.wr = std::move(wr);
+    if (error_) {
+        completions_.push_back(completion_for(state, WcStatus::WrFlushErr));
+        return;
+    }
+    if (state.wr.is_read()) {
+        state.read.emplace(read_response_packets(state.wr.read_length, config_.mtu),
+                           config_.reorder_allowance);
+        state.read_data.assign(state.wr.read_length, 0);
+    }
+    // Waiting for progress starts when work becomes outstanding.
+    if (wrs_.empty()) {
+        last_progress_ = now;
+        retries_ = 0;
+    }
+    wrs_.push_back(std::move(state));
+    pump(now);
+}
+
+void Sender::pump(TimeUs now) {
+    if (error_ || rnr_until_) return;
+    send_retransmissions(now);
+    send_rereads(now);
+    send_new(now);
+    force_retransmission_ = false;
+}
+
+void Sender::send_retransmissions(TimeUs now) {
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::Lost) continue;
+        if (!force_retransmission_ && inflight_ >= window()) return;
+        transmit(*slot, /*retransmission=*/true, now);
+        force_retransmission_ = false;
+    }
+}
+
+void Sender::send_rereads(TimeUs now) {
+    for (WrState& wr : wrs_) {
+        if (!wr.read) continue;
+        for (const ReadTracker::Range range : wr.read->take_lost_runs(config_.max_read_packets)) {
+            send_reread(wr, range, now);
+        }
+    }
+}
+
+void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
+    // The re-read repeats the READ's message number with the PSN and offset of the first
+    // response it asks for (section 3.2). Its PSNs are acknowledged already, so it is not
+    // tracked in the window: the READ's own timer recovers it if it is lost.
+    const std::uint32_t offset = range.first * config_.mtu;
+    const std::uint32_t len = std::min(range.size() * config_.mtu, wr.length() - offset);
+    Packet pkt;
+    pkt.bth.opcode = Opcode::ReadRequest;
+    pkt.bth.flags = flag::kRetx | flag::kAckReq;
+    pkt.bth.stream = wr.wr.stream;
+    pkt.bth.dqpn = config_.peer_qpn;
+    pkt.bth.sqpn = config_.qpn;
+    pkt.bth.psn = psn_add(wr.first_psn, range.first);
+    pkt.ext = ReadReq{.va = wr.wr.remote_addr + offset,
+                      .rkey = wr.wr.rkey,
+                      .len = len,
+                      .offset = offset,
+                      .msn = wr.msn};
+    const PathChoice choice = paths_.choose(now, std::nullopt, /*allow_probe=*/false, rtt_.rto());
+    pkt.bth.path = choice.index;
+    pkt.bth.ts = static_cast<std::uint32_t>(now);
+    outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
+    ++counters_.packets_sent;
+    ++counters_.rereads;
+    // Responses still arriving for earlier requests must not count as answers to this one:
+    // only those arriving half an RTT later do.
+    wr.read->on_reread(range, now, now + rtt_.srtt().value_or(0) / 2);
+}
+
+bool Sender::window_fits(std::uint32_t psns) const {
+    // Every PSN in flight must stay within 256 of the oldest unacknowledged one, so that the
+    // SACK bitmap names it (section 8).
+    const std::int32_t span = psn_diff(psn_add(snd_nxt_, psns - 1), snd_una_);
+    return span >= 0 && static_cast<std::uint32_t>(span) < kWindowPsns;
+}
+
+bool Sender::blocked_by_fence(const WrState& wr) const {
+    if (!wr.wr.fence) return false;
+    for (const WrState& earlier : wrs_) {
+        if (earlier.seq == wr.seq) return false;
+        if (earlier.wr.is_read() && !earlier.complete()) return true;
+    }
+    return false;
+}
+
+void Sender::send_new(TimeUs now) {
+    while (inflight_ < window()) {
+        WrState* wr = find_wr(next_issue_seq_);
+        if (wr == nullptr || blocked_by_fence(*wr)) return;
+        if (wr->wr.is_read()) {
+            if (read_parts_outstanding_ >= config_.max_rd_atomic) return;
+            const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
+            if (span >= kWindowPsns) return;
+            issue_read_part(*wr, kWindowPsns - span, now);
+        } else {
+            if (!window_fits(1)) return;
+            issue_data_packet(*wr, now);
+        }
+        if (wr->fully_issued) ++next_issue_seq_;
+    }
+}
+
+void Sender::issue_data_packet(WrState& wr, TimeUs now) {
+    const WorkRequest& req = wr.wr;
+    if (!wr.started) {
+        // Message numbers count the messages that consume a receive WQE (the k-th selects the
+        // k-th WQE); a plain WRITE or a READ carries the number of the next such message.
+        std::uint32_t& next_msn = next_msn_[req.stream];
+        wr.msn = req.consumes_receive_wqe() ? next_msn++ : next_msn;
+        wr.first_psn = snd_nxt_;
+        wr.started = true;
+    }
+    const std::uint32_t size = wr.length();
+    const std::uint32_t offset = wr.issued_bytes;
+    const std::uint32_t len = std::min(config_.mtu, size - offset);
+    const bool first = offset == 0;
+    const bool last = offset + len == size;
+
+    // Every packet of a message carries its MSN, length and immediate data (section 3.1), so
+    // IMM and SOLICITED, which describe the message, are set on every packet too.
+    Packet pkt;
+    pkt.bth.opcode = req.is_send() ? Opcode::Send : Opcode::Write;
+    if (first) pkt.bth.flags |= flag::kFirst;
+    if (last) pkt.bth.flags |= flag::kLast | flag::kAckReq;
+    if (req.has_imm()) pkt.bth.flags |= flag::kImm;
+    if (req.solicited && req.consumes_receive_wqe()) pkt.bth.flags |= flag::kSolicited;
+    pkt.bth.stream = req.stream;
+    pkt.bth.dqpn = config_.peer_qpn;
+    pkt.bth.sqpn = config_.qpn;
+    pkt.bth.psn = snd_nxt_;
+    pkt.ext = Deth{.addr = req.is_write() ? req.remote_addr + offset : offset,
+                   .key = req.is_write() ? req.rkey : 0,
+                   .msn = wr.msn,
+                   .msg_len = size,
+                   .imm = req.has_imm() ? req.imm : 0};
+    pkt.payload.assign(req.data.begin() + offset, req.data.begin() + offset + len);
+
+    wr.issued_bytes += len;
+    if (last) wr.fully_issued = true;
+    ++wr.undelivered_psns;
+
+    std::optional<PsnSlot>& slot = slots_[snd_nxt_ % kWindowPsns];
+    slot = PsnSlot{};
+    slot->kind = SlotKind::Data;
+    slot->wr_seq = wr.seq;
+    slot->packet = std::move(pkt);
+    snd_nxt_ = psn_next(snd_nxt_);
+    ++counters_.new_packets;
+    transmit(*slot, /*retransmission=*/false, now);
+}
+
+void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
+    const WorkRequest& req = wr.wr;
+    if (!wr.started) {
+        wr.msn = next_msn_[req.stream];
+        wr.first_psn = snd_nxt_;
+        wr.started = true;
+    }
+    // The next part: as many response packets as allowed, taking their PSNs now.
+    const std::uint32_t count =
+        std::min({wr.read->packets() - wr.read->issued(), config_.max_read_packets, room});
+    const ReadTracker::Range part = wr.read->issue_part(count, now);
+    const std::uint32_t offset = part.first * config_.mtu;
+    ++read_parts_outstanding_;
+
+    Packet pkt;
+    pkt.bth.opcode = Opcode::ReadRequest;
+    pkt.bth.flags = flag::kAckReq;  // the last (only) packet the requester sends for it
+    pkt.bth.stream = req.stream;
+    pkt.bth.dqpn = config_.peer_qpn;
+    pkt.bth.sqpn = config_.qpn;
+    pkt.bth.psn = snd_nxt_;
+    pkt.ext = ReadReq{.va = req.remote_addr + offset,
+                      .rkey = req.rkey,
+                      .len = std::min(part.size() * config_.mtu, wr.length() - offset),
+                      .offset = offset,
+                      .msn = wr.msn};
+
+    if (wr.read->all_issued()) wr.fully_issued = true;
+    wr.undelivered_psns += part.size();
+    PsnSlot* request = nullptr;
+    for (std::uint32_t k = 0; k < part.size(); ++k) {
+        std::optional<PsnSlot>& slot = slots_[psn_add(snd_nxt_, k) % kWindowPsns];
+        slot = PsnSlot{};
+        slot->kind = k == 0 ? SlotKind::ReadRequest : SlotKind::ReadSpan;
+        slot->wr_seq = wr.seq;
+        slot->read_index = part.first + k;
+        if (k == 0) {
+            slot->packet = std::move(pkt);
+            request = &*slot;
+        }
+    }
+    snd_nxt_ = psn_add(snd_nxt_, part.size());
+    ++counters_.new_packets;
+    transmit(*request, /*retransmission=*/false, now);
+}
+
+void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
+    std::optional<std::uint16_t> avoid;
+    if (retransmission) avoid = slot.path;  // resend on another path than the lost copy's
+    const PathChoice choice = paths_.choose(now, avoid, /*allow_probe=*/!retransmission,
+                                            rtt_.srtt().value_or(rtt_.rto()));
+
+    Packet pkt = slot.packet;
+    pkt.bth.path = choice.index;
+    pkt.bth.ts = static_cast<std::uint32_t>(now);
+    if (retransmission) pkt.bth.flags |= flag::kRetx;
+    // ACK_REQ: last packet of a message (already set), three quarters of the window in
+    // flight, and on probes and timeout retransmissions, whose fate we want to learn soon.
+    const bool three_quarters = 4 * (std::uint64_t{inflight_} + 1) >= 3 * std::uint64_t{window()};
+    if (three_quarters || choice.probe || force_retransmission_) pkt.bth.flags |= flag::kAckReq;
+
+    slot.state = SlotState::InFlight;
+    slot.path = choice.index;
+    slot.sent_at = now;
+    slot.tx_order = next_tx_order_++;
+    ++slot.transmissions;
+    ++inflight_;
+    paths_.on_sent(choice.index, choice, now);
+
+    outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
+    ++counters_.packets_sent;
+    if (retransmission) ++counters_.retransmissions;
+    if (choice.probe) ++counters_.probes;
+    if (!rto_deadline_) rto_deadline_ = now + rtt_.rto();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ACKs and NAKs
+
+void Sender::on_ack(const Packet& packet, TimeUs now) {
+    if (error_) return;
+    const Ack& ack = packet.ack();
+    ++counters_.acks;
+
+    // An ACK for PSNs never sent is dropped (section 12): cum_psn past snd_nxt, or a SACK bit
+    // for a PSN at or after snd_nxt.
+    const std::int32_t unsent_from = psn_diff(snd_nxt_, ack.cum_psn);
+    if (unsent_from < 0) {
+        ++counters_.invalid_acks;
+        return;
+    }
+    const SackBitmap sack = SackBitmap::from_wire(ack.cum_psn, ack.sack);
+    for (unsigned i = static_cast<unsigned>(std::max(0, unsent_from - 1)); i < SackBitmap::kBits;
+         ++i) {
+        if (sack.bit(i)) {
+            ++counters_.invalid_acks;
+            return;
+        }
+    }
+
+    // An ACK behind the newest one carries nothing new except its NAK and ECN fields.
+    const bool stale = highest_cum_ && psn_before(ack.cum_psn, *highest_cum_);
+    if (stale) {
+        ++counters_.stale_acks;
+        congestion_.on_ack(0, ack.ce_count);
+    } else {
+        highest_cum_ = ack.cum_psn;
+        fair_share_ = ack.fair_share;
+        const std::uint32_t rtt = static_cast<std::uint32_t>(now) - ack.ts_echo;
+        if (rtt <= kMaxRttSampleUs) {
+            rtt_.on_sample(rtt);
+            paths_.on_echo(ack.echo_path, rtt, ack.ce_count);
+        }
+        const std::uint32_t newly_acked = apply_sack(ack, now);
+        congestion_.on_ack(newly_acked, ack.ce_count);
+        detect_reorder_losses(now);
+    }
+    if (ack.is_nak()) handle_nak(ack, now);
+    if (error_) return;
+    advance_una();
+    complete_ready();
+    pump(now);
+    if (inflight_ == 0) rto_deadline_.reset();
+}
+
+std::uint32_t Sender::apply_sack(const Ack& ack, TimeUs now) {
+    const SackBitmap sack = SackBitmap::from_wire(ack.cum_psn, ack.sack);
+    std::uint32_t newly_acked = 0;
+    bool progress = false;
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || slot->state == SlotState::Delivered || !sack.received(psn)) {
+            continue;
+        }
+        if (slot->on_wire()) ++newly_acked;
+        mark_delivered(*slot, now);
+        progress = true;
+    }
+    if (progress) on_progress(now);
+    return newly_acked;
+}
+
+void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
+    if (slot.on_wire()) {
+        if (slot.state == SlotState::InFlight) {
+            --inflight_;
+            // Credit the path only when the delivered copy is unambiguous.
+            if (slot.transmissions == 1) {
+                paths_.on_delivered(slot.path);
+            } else {
+                paths_.on_withdrawn(slot.path);
+            }
+        }
+        reorder_.on_delivered(slot.tx_order);
+    }
+    slot.state = SlotState::Delivered;
+    WrState* wr = find_wr(slot.wr_seq);
+    if (wr == nullptr) return;
+    --wr->undelivered_psns;
+    wr->rnr_naks = 0;  // the message progresses
+    if (wr->read) wr->read->on_accepted(slot.read_index, now);
+}
+
+void Sender::detect_reorder_losses(TimeUs now) {
+    const std::optional<std::uint64_t> threshold = reorder_.loss_threshold();
+    if (!threshold) return;
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
+        if (slot->tx_order < *threshold) {
+            declare_lost(*slot, /*by_network=*/true, now);
+            ++counters_.reorder_losses;
+        }
+    }
+}
+
+void Sender::declare_lost(PsnSlot& slot, bool by_network, TimeUs now) {
+    slot.state = SlotState::Lost;
+    --inflight_;
+    if (by_network) {
+        paths_.on_lost(slot.path, now);
+    } else {
+        paths_.on_withdrawn(slot.path);
+    }
+}
+
+void Sender::on_progress(TimeUs now) {
+    last_progress_ = now;
+    retries_ = 0;
+    rtt_.on_progress();
+    rto_deadline_.reset();
+    if (inflight_ > 0) rto_deadline_ = now + rtt_.rto();
+}
+
+void Sender::handle_nak(const Ack& ack, TimeUs now) {
+    ++counters_.naks;
+    switch (ack.syndrome) {
+        case Syndrome::Ack:
+            return;
+        case Syndrome::RnrNak: {
+            ++counters_.rnr_naks;
+            PsnSlot* slot = slot_at(ack.nak_psn);
+            // Already waiting (the other packets of the message are refused too), or a stale
+            // NAK for a PSN since delivered: nothing to do.
+            if (rnr_until_ || slot == nullptr || slot->state == SlotState::Delivered) return;
+            WrState* wr = find_wr(slot->wr_seq);
+            if (wr == nullptr) return;
+            if (++wr->rnr_naks > config_.rnr_retry && config_.rnr_retry != kInfiniteRnrRetry) {
+                fail(wr->seq, WcStatus::RnrRetryExcErr);
+                return;
+            }
+            if (slot->on_wire() && slot->state == SlotState::InFlight) {
+                declare_lost(*slot, /*by_network=*/false, now);
+            }
+            rnr_until_ = now + rnr_timer_us(ack.nak_arg);
+            rnr_psn_ = ack.nak_psn;
+            rto_deadline_.reset();
+            // The responder is alive: an RNR NAK is progress for the transport timer.
+            last_progress_ = now;
+            retries_ = 0;
+            return;
+        }
+        case Syndrome::RemoteAccess:
+            fail_at(ack.nak_psn, WcStatus::RemAccessErr);
+            return;
+        case Syndrome::InvalidRequest:
+            fail_at(ack.nak_psn, WcStatus::RemInvReqErr);
+            return;
+        case Syndrome::RemoteOperational:
+            fail_at(ack.nak_psn, WcStatus::RemOpErr);
+            return;
+        case Syndrome::Version:
+            // The peer does not speak our version: nothing we send can succeed.
+            fail_at(ack.nak_psn, WcStatus::RemInvReqErr);
+            return;
+    }
+}
+
+void Sender::end_rnr_wait(TimeUs now) {
+    rnr_until_.reset();
+    // Resend from the refused PSN: whatever is still in flight after it was refused too.
+    if (!psn_before(rnr_psn_, snd_una_)) {
+        for (Psn psn = rnr_psn_; psn != snd_nxt_; psn = psn_next(psn)) {
+            PsnSlot* slot = slot_at(psn);
+            if (slot != nullptr && slot->on_wire() && slot->state == SlotState::InFlight) {
+                declare_lost(*slot, /*by_network=*/false, now);
+            }
+        }
+    }
+    force_retransmission_ = true;
+    last_progress_ = now;
+    retries_ = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// READ responses
+
+void Sender::on_read_response(const Packet& packet, TimeUs now) {
+    if (error_) return;
+    const Psn psn = packet.bth.psn;
+    WrState* wr = nullptr;
+    for (WrState& candidate : wrs_) {
+        if (candidate.read && psn_in_range(psn, candidate.first_psn, candidate.read->issued())) {
+            wr = &candidate;
+            break;
+        }
+    }
+    if (wr == nullptr) {
+        ++counters_.unexpected_read_responses;  // e.g. a late copy for a completed READ
+        return;
+    }
+
+    // Response k carries the READ's bytes [k * MTU, ...) and the message length of the request
+    // it answers: the READ's end, or an MTU boundary where a part or a re-read ends.
+    const auto k = static_cast<std::uint32_t>(psn_diff(psn, wr->first_psn));
+    const std::uint32_t offset = k * config_.mtu;
+    const std::uint32_t expected_len = std::min(config_.mtu, wr->length() - offset);
+    const Deth& d = packet.deth();
+    if (d.addr != offset || d.msn != wr->msn || packet.payload.size() != expected_len ||
+        d.msg_len > wr->length() || (d.msg_len != wr->length() && d.msg_len % config_.mtu != 0)) {
+        ++counters_.bad_read_responses;
+        return;
+    }
+    ++counters_.read_responses;
+
+    // A response proves the responder accepted the request for its part, whatever happened
+    // to the ACK.
+    const ReadTracker::Range part = wr->read->part_containing(k);
+    std::uint32_t newly_acked = 0;
+    for (std::uint32_t i = part.first; i < part.end; ++i) {
+        PsnSlot* slot = slot_at(psn_add(wr->first_psn, i));
+        if (slot == nullptr || slot->state == SlotState::Delivered) continue;
+        if (slot->on_wire()) ++newly_acked;
+        mark_delivered(*slot, now);
+    }
+    if (newly_acked != 0) congestion_.on_ack(newly_acked, 0);
+
+    const ReadTracker::Arrival arrival = wr->read->on_response(k, now);
+    if (arrival.is_new) {
+        std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
+        on_progress(now);
+        if (arrival.completed_part) --read_parts_outstanding_;
+    } else {
+        ++counters_.duplicate_read_responses;
+    }
+
+    advance_una();
+    complete_ready();
+    pump(now);
+    if (inflight_ == 0) rto_deadline_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timers
+
+std::optional<TimeUs> Sender::progress_deadline() const {
+    if (!transport_timeout_ || wrs_.empty() || rnr_until_) return std::nullopt;
+    return last_progress_ + (std::uint64_t{retries_} + 1) * *transport_timeout_;
+}
+
+std::optional<TimeUs> Sender::read_deadline(const WrState& wr) const {
+    if (!wr.read) return std::nullopt;
+    return wr.read->deadline(rtt_.rto(), config_.rtt.max_rto_us);
+}
+
+std::optional<TimeUs> Sender::next_timer() const {
+    if (error_) return std::nullopt;
+    if (rnr_until_) return rnr_until_;
+    std::optional<TimeUs> next = rto_deadline_;
+    const auto consider = [&next](std::optional<TimeUs> t) {
+        if (t && (!next || *t < *next)) next = t;
+    };
+    consider(progress_deadline());
+    for (const WrState& wr : wrs_) consider(read_deadline(wr));
+    return next;
+}
+
+void Sender::on_timer(TimeUs now) {
+    if (error_) return;
+    if (rnr_until_) {
+        if (now < *rnr_until_) return;
+        end_rnr_wait(now);
+    }
+
+    // Transport timeout: each period without progress is one retry (section 8).
+    for (std::optional<TimeUs> deadline = progress_deadline(); deadline && now >= *deadline;
+         deadline = progress_deadline()) {
+        ++retries_;
+        ++counters_.retries;
+        if (retries_ > config_.retry_cnt) {
+            fail(wrs_.front().seq, WcStatus::RetryExcErr);
+            return;
+        }
+    }
+
+    if (rto_deadline_ && now >= *rto_deadline_) on_rto(now);
+
+    for (WrState& wr : wrs_) {
+        const std::optional<TimeUs> deadline = read_deadline(wr);
+        if (deadline && now >= *deadline) wr.read->on_timeout(now);
+    }
+    pump(now);
+    if (inflight_ == 0) rto_deadline_.reset();
+}
+
+void Sender::on_rto(TimeUs now) {
+    // Everything still in flight is presumed lost (as TCP with SACK does after an RTO); the
+    // oldest goes out first, even if the halved window is full.
+    ++counters_.rto_expiries;
+    rtt_.on_timeout();
+    congestion_.on_rto();
+    rto_deadline_.reset();
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        PsnSlot* slot = slot_at(psn);
+        if (slot != nullptr && slot->on_wire() && slot->state == SlotState::InFlight) {
+            declare_lost(*slot, /*by_network=*/true, now);
+        }
+    }
+    force_retransmission_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completion and failure
+
+void Sender::advance_una() {
+    while (snd_una_ != snd_nxt_) {
+        std::optional<PsnSlot>& slot = slots_[snd_una_ % kWindowPsns];
+        if (slot && slot->state != SlotState::Delivered) break;
+        slot.reset();
+        snd_una_ = psn_next(snd_una_);
+    }
+}
+
+Completion Sender::completion_for(const WrState& wr, WcStatus status) const {
+    Completion c;
+    c.wr_id = wr.wr.wr_id;
+    c.status = status;
+    c.opcode = wc_opcode_for(wr.wr);
+    c.stream = wr.wr.stream;
+    c.byte_len = wr.length();
+    if (status == WcStatus::Success && wr.wr.is_read()) c.read_data = wr.read_data;
+    return c;
+}
+
+void Sender::complete_ready() {
+    while (!wrs_.empty() && wrs_.front().complete()) {
+        const WrState& wr = wrs_.front();
+        if (wr.wr.signaled) completions_.push_back(completion_for(wr, WcStatus::Success));
+        wrs_.pop_front();
+    }
+    if (wrs_.empty()) next_issue_seq_ = next_wr_seq_;
+}
+
+void Sender::fail_at(Psn psn, WcStatus status) {
+    const PsnSlot* slot = slot_at(psn);
+    if (slot != nullptr && find_wr(slot->wr_seq) != nullptr) {
+        fail(slot->wr_seq, status);
+    } else if (!wrs_.empty()) {
+        fail(wrs_.front().seq, status);
+    } else {
+        fail(std::nullopt, status);
+    }
+}
+
+void Sender::fail(std::optional<std::uint64_t> failed_seq, WcStatus status) {
+    if (error_) return;
+    error_ = true;
+    // Completions stay in posting order: finished work before the failed request succeeds,
+    // unfinished work is flushed, the failed request carries the error.
+    for (const WrState& wr : wrs_) {
+        WcStatus s = WcStatus::WrFlushErr;
+        if (failed_seq && wr.seq == *failed_seq) {
+            s = status;
+        } else if (failed_seq && wr.seq < *failed_seq && wr.complete()) {
+            s = WcStatus::Success;
+        }
+        if (s != WcStatus::Success || wr.wr.signaled) completions_.push_back(completion_for(wr, s));
+    }
+    wrs_.clear();
+    slots_.fill(std::nullopt);
+    snd_una_ = snd_nxt_;
+    inflight_ = 0;
+    read_parts_outstanding_ = 0;
+    next_issue_seq_ = next_wr_seq_;
+    rto_deadline_.reset();
+    rnr_until_.reset();
+}
+
+}  // namespace metaroce

@@ -1,0 +1,463 @@
+// Property tests: random workloads in both directions over a simulated fabric with random
+// loss (0-20 %), duplication, reordering and dead paths, one seed per test. Whatever the
+// schedule, every message is delivered exactly once with byte-exact data, completions are in
+// order on both sides, the responder's SACK window always describes exactly the set of PSNs
+// it received, and no sender ever resends a PSN it knows was received.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "softmetaroce/sim/rng.h"
+#include "test_support.h"
+
+namespace metaroce {
+namespace {
+
+using namespace test;
+
+constexpr std::uint32_t kWriteKey = 0x100;
+constexpr std::uint64_t kWriteBase = 0x1000000;
+constexpr std::uint32_t kReadKey = 0x200;
+constexpr std::uint64_t kReadBase = 0x2000000;
+constexpr std::uint32_t kReadRegion = 1 << 20;
+constexpr std::uint32_t kRecvKey = 0x300;
+constexpr std::uint64_t kRecvBase = 0x3000000;
+
+struct ExpectedReceive {
+    ReceiveWqe wqe;
+    WcOpcode opcode = WcOpcode::Recv;
+    std::vector<std::uint8_t> data;  // SEND: what lands in the WQE
+    std::uint32_t byte_len = 0;
+    std::optional<std::uint32_t> imm;
+};
+
+// The traffic one QP sends to the other, and what the responder must end up with.
+struct Workload {
+    std::vector<WorkRequest> wrs;
+    std::vector<ExpectedReceive> receives;
+    std::vector<std::uint8_t> write_region;
+    std::map<std::uint64_t, std::vector<std::uint8_t>> read_results;
+};
+
+struct Mix {
+    unsigned messages = 40;
+    unsigned read_percent = 25;
+    std::uint32_t max_packets = 12;  // usual message size bound, in MTUs
+};
+
+std::uint32_t random_length(sim::SimRng& rng, std::uint32_t mtu, std::uint32_t max_packets) {
+    switch (rng.below(10)) {
+        case 0:
+            return 0;
+        case 1:
+            return mtu * static_cast<std::uint32_t>(1 + rng.below(max_packets));  // exact
+        case 2:
+        case 3:
+            return static_cast<std::uint32_t>(rng.below(std::uint64_t{max_packets} * mtu + 1));
+        default:
+            return static_cast<std::uint32_t>(1 + rng.below(3 * mtu));
+    }
+}
+
+// Builds a workload and prepares the responder's memory and receive queue for it.
+Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, MemoryModel& memory,
+                       QueuePair& responder, std::uint64_t seed) {
+    Workload w;
+    const std::vector<std::uint8_t> readable =
+        pattern_bytes(kReadRegion, static_cast<std::uint32_t>(seed));
+    memory.register_region(kReadKey, kReadBase, kReadRegion, access::kRemoteRead);
+    std::copy(readable.begin(), readable.end(), memory.region_bytes(kReadKey).begin());
+
+    std::uint64_t write_cursor = 0;
+    std::uint64_t recv_cursor = 0;
+    for (unsigned i = 0; i < mix.messages; ++i) {
+        WorkRequest wr;
+        wr.wr_id = i;
+        const unsigned pick = static_cast<unsigned>(rng.below(100));
+        if (pick < mix.read_percent) {
+            wr.opcode = WrOpcode::Read;
+        } else {
+            static constexpr WrOpcode kOthers[] = {WrOpcode::Send,        WrOpcode::Send,
+                                                   WrOpcode::SendWithImm, WrOpcode::Write,
+                                                   WrOpcode::Write,       WrOpcode::WriteWithImm};
+            wr.opcode = kOthers[rng.below(6)];
+        }
+        if (wr.is_read()) {
+            // Some READs are longer than one READ message (64 packets).
+            const std::uint32_t len = rng.below(8) == 0
+                                          ? static_cast<std::uint32_t>(rng.below(100 * mtu))
+                                          : random_length(rng, mtu, mix.max_packets);
+            const std::uint64_t offset = rng.below(kReadRegion - len + 1);
+            wr.remote_addr = kReadBase + offset;
+            wr.rkey = kReadKey;
+            wr.read_length = len;
+            w.read_results[wr.wr_id] = {readable.begin() + offset, readable.begin() + offset + len};
+        } else {
+            wr.data = pattern_bytes(random_length(rng, mtu, mix.max_packets),
+                                    static_cast<std::uint32_t>(seed * 1000 + i));
+            const auto len = static_cast<std::uint32_t>(wr.data.size());
+            if (wr.has_imm()) wr.imm = static_cast<std::uint32_t>(rng.next());
+            if (wr.is_write()) {
+                wr.remote_addr = kWriteBase + write_cursor;
+                wr.rkey = kWriteKey;
+                w.write_region.resize(write_cursor + len + 8, 0);
+                std::copy(wr.data.begin(), wr.data.end(), w.write_region.begin() + write_cursor);
+                write_cursor += len + 8;
+            }
+            if (wr.consumes_receive_wqe()) {
+                ExpectedReceive r;
+                r.wqe.wr_id = 1000 + i;
+                // SENDs scatter over one or two SGEs with some room to spare.
+                const std::uint32_t room =
+                    wr.is_send() ? len + static_cast<std::uint32_t>(rng.below(64)) : 0;
+                const std::uint32_t split =
+                    room == 0 ? 0 : static_cast<std::uint32_t>(rng.below(room + 1));
+                r.wqe.sges.push_back({kRecvKey, kRecvBase + recv_cursor, split});
+                r.wqe.sges.push_back(
+                    {kRecvKey, kRecvBase + recv_cursor + split + 16, room - split});
+                recv_cursor += room + 32;
+                r.opcode = wr.is_send() ? WcOpcode::Recv : WcOpcode::RecvRdmaWithImm;
+                if (wr.is_send()) r.data = wr.data;
+                r.byte_len = len;
+                if (wr.has_imm()) r.imm = wr.imm;
+                w.receives.push_back(r);
+            }
+        }
+        w.wrs.push_back(std::move(wr));
+    }
+    memory.register_region(kWriteKey, kWriteBase, static_cast<std::uint32_t>(w.write_region.size()),
+                           access::kRemoteWrite);
+    memory.register_region(kRecvKey, kRecvBase, static_cast<std::uint32_t>(recv_cursor + 1),
+                           access::kLocalWrite);
+    for (const ExpectedReceive& r : w.receives) {
+        EXPECT_TRUE(responder.post_recv(0, r.wqe));
+    }
+    return w;
+}
+
+// An independent record of the PSNs a responder received, from the datagrams delivered to it.
+class SackOracle {
+  public:
+    SackOracle(Psn initial, std::uint32_t mtu) : initial_(initial), mtu_(mtu) {}
+
+    void on_delivered(const Datagram& d) {
+        const auto decoded = decode(d.bytes, {mtu_});
+        ASSERT_TRUE(decoded.ok());
+        const Packet& p = *decoded;
+        std::uint32_t count = 0;
+        if (p.bth.opcode == Opcode::Send || p.bth.opcode == Opcode::Write) count = 1;
+        if (p.bth.opcode == Opcode::ReadRequest) count = read_response_packets(p.rreq().len, mtu_);
+        for (std::uint32_t k = 0; k < count; ++k) {
+            const std::int64_t offset = psn_diff(psn_add(p.bth.psn, k), initial_);
+            ASSERT_GE(offset, 0);
+            if (static_cast<std::size_t>(offset) >= got_.size()) got_.resize(offset + 1, false);
+            got_[offset] = true;
+        }
+        while (static_cast<std::size_t>(cum_) < got_.size() && got_[cum_]) ++cum_;
+    }
+
+    // The responder's window describes exactly the PSNs received.
+    void check(const SackBitmap& window) const {
+        ASSERT_EQ(psn_diff(window.cum_psn(), initial_), cum_);
+        for (std::int64_t o = cum_; o <= cum_ + SackBitmap::kBits; ++o) {
+            const bool got = static_cast<std::size_t>(o) < got_.size() && got_[o];
+            ASSERT_EQ(window.received(psn_add(initial_, o)), got) << "offset " << o;
+        }
+    }
+
+  private:
+    Psn initial_;
+    std::uint32_t mtu_;
+    std::vector<bool> got_;
+    std::int64_t cum_ = 0;
+};
+
+struct Scenario {
+    std::uint64_t seed = 1;
+    std::uint32_t mtu = 1024;
+    Mix mix_a;  // traffic A -> B
+    Mix mix_b;  // traffic B -> A
+    bool near_wrap = false;
+    double max_loss = 0.2;
+    unsigned dead_paths = 0;           // black-holed paths of A -> B for the whole run
+    unsigned dead_response_paths = 0;  // black-holed paths of B -> A
+};
+
+// Soak runs: METAROCE_PROPERTY_SCALE=N multiplies the messages of every scenario and
+// METAROCE_PROPERTY_SEEDS=N runs N seeds per suite (defaults: 1 and 30).
+unsigned env_or(const char* name, unsigned fallback) {
+    const char* value = std::getenv(name);
+    const unsigned n =
+        value == nullptr ? 0 : static_cast<unsigned>(std::strtoul(value, nullptr, 10));
+    return n == 0 ? fallback : n;
+}
+
+unsigned scale() { return env_or("METAROCE_PROPERTY_SCALE", 1); }
+
+std::uint64_t seeds(unsigned fallback) { return env_or("METAROCE_PROPERTY_SEEDS", fallback); }
+
+void run_scenario(Scenario s) {
+    s.mix_a.messages *= scale();
+    s.mix_b.messages *= scale();
+    sim::SimRng rng(s.seed);
+    const auto link = [&rng, &s] {
+        sim::LinkConfig c;
+        c.delay_us = 5 + rng.below(10);
+        // Reordering: either wild per-packet jitter, or routes of different lengths with
+        // little jitter (closer to a real ECMP fabric).
+        if (rng.chance(0.5)) {
+            c.jitter_us = rng.below(40);
+        } else {
+            c.route_spread_us = rng.below(30);
+            c.jitter_us = rng.below(3);
+        }
+        c.loss_rate = rng.uniform() * s.max_loss;
+        c.duplicate_rate = rng.uniform() * 0.05;
+        return c;
+    };
+    SimPairOptions options;
+    options.seed = s.seed;
+    options.mtu = s.mtu;
+    options.a_to_b = link();
+    options.b_to_a = link();
+    if (s.near_wrap) {
+        options.a_sq_psn = 0xffffff - static_cast<Psn>(rng.below(300));
+        options.b_sq_psn = 0xffffff - static_cast<Psn>(rng.below(300));
+    } else {
+        options.a_sq_psn = static_cast<Psn>(rng.below(1u << 24));
+        options.b_sq_psn = static_cast<Psn>(rng.below(1u << 24));
+    }
+    SCOPED_TRACE(::testing::Message() << "seed " << s.seed << " mtu " << s.mtu << " loss "
+                                      << options.a_to_b.loss_rate << "/" << options.b_to_a.loss_rate
+                                      << " psn " << options.a_sq_psn << "/" << options.b_sq_psn);
+    SimPair pair(options);
+    for (unsigned i = 0; i < s.dead_paths; ++i) {
+        const std::uint16_t entropy = PathSet::entropy_for(kQpA, i * 3);
+        pair.net.link(pair.id_a, pair.id_b)
+            .set_blackhole(static_cast<std::uint16_t>(METAROCE_ENTROPY_BASE | entropy), true);
+    }
+    for (unsigned i = 0; i < s.dead_response_paths; ++i) {
+        const std::uint16_t entropy = PathSet::entropy_for(kQpB, i * 3 + 1);
+        pair.net.link(pair.id_b, pair.id_a)
+            .set_blackhole(static_cast<std::uint16_t>(METAROCE_ENTROPY_BASE | entropy), true);
+    }
+
+    const Workload to_b = make_workload(rng, s.mtu, s.mix_a, pair.mem_b, *pair.b, s.seed);
+    const Workload to_a = make_workload(rng, s.mtu, s.mix_b, pair.mem_a, *pair.a, s.seed + 7);
+
+    SackOracle oracle_b(options.a_sq_psn, s.mtu);  // what B received from A
+    SackOracle oracle_a(options.b_sq_psn, s.mtu);
+    std::optional<sim::NodeId> check_node;
+    bool failed = false;
+    pair.net.set_delivery_tap([&](sim::NodeId, sim::NodeId to, const Datagram& d, TimeUs) {
+        (to == pair.id_b ? oracle_b : oracle_a).on_delivered(d);
+        check_node = to;
+    });
+    pair.net.set_after_event([&] {
+        if (!check_node || failed) return;
+        if (*check_node == pair.id_b) {
+            oracle_b.check(pair.b->receiver().window());
+        } else {
+            oracle_a.check(pair.a->receiver().window());
+        }
+        check_node.reset();
+        failed = ::testing::Test::HasFatalFailure();
+    });
+    // Never resend what the sender knows was received.
+    pair.net.set_send_tap([&](sim::NodeId from, sim::NodeId, const Datagram& d, TimeUs) {
+        const auto decoded = decode(d.bytes, {s.mtu});
+        ASSERT_TRUE(decoded.ok()) << decoded.error();
+        const Opcode op = decoded->bth.opcode;
+        if (op != Opcode::Send && op != Opcode::Write) return;
+        const Sender& sender = (from == pair.id_a ? *pair.a : *pair.b).sender();
+        ASSERT_FALSE(sender.known_delivered(decoded->bth.psn)) << "resent PSN " << decoded->bth.psn;
+    });
+
+    for (const WorkRequest& wr : to_b.wrs) pair.a->post_send(wr, pair.now());
+    for (const WorkRequest& wr : to_a.wrs) pair.b->post_send(wr, pair.now());
+
+    const bool done = pair.run_until(
+        [&] {
+            return failed || (pair.send_cq_a.size() == to_b.wrs.size() &&
+                              pair.send_cq_b.size() == to_a.wrs.size() &&
+                              pair.recv_cq_b.size() == to_b.receives.size() &&
+                              pair.recv_cq_a.size() == to_a.receives.size());
+        },
+        /*deadline=*/std::getenv("METAROCE_PROPERTY_DEADLINE")
+            ? std::strtoull(std::getenv("METAROCE_PROPERTY_DEADLINE"), nullptr, 10)
+            : 120'000'000);
+    const bool any_error = pair.a->in_error() || pair.b->in_error();
+    if ((!done || any_error) && std::getenv("METAROCE_PROPERTY_STATS") != nullptr) {
+        for (QueuePair* qp : {pair.a.get(), pair.b.get()}) {
+            const Sender& tx = qp->sender();
+            std::printf(
+                "qp %x: una %u nxt %u inflight %u window %u wrs %zu rnr %d err %d timer %llu "
+                "events %llu\n",
+                qp->qpn(), tx.oldest_unacked(), tx.next_psn(), tx.inflight(), tx.window(),
+                tx.outstanding_wrs(), tx.waiting_rnr(), qp->in_error(),
+                (unsigned long long)qp->next_timer().value_or(0),
+                (unsigned long long)pair.net.events());
+            const auto& c = tx.counters();
+            std::printf(
+                "  new %llu retx %llu rto %llu rereads %llu probes %llu acks %llu stale %llu resp "
+                "%llu dupresp %llu unexp %llu\n",
+                (unsigned long long)c.new_packets, (unsigned long long)c.retransmissions,
+                (unsigned long long)c.rto_expiries, (unsigned long long)c.rereads,
+                (unsigned long long)c.probes, (unsigned long long)c.acks,
+                (unsigned long long)c.stale_acks, (unsigned long long)c.read_responses,
+                (unsigned long long)c.duplicate_read_responses,
+                (unsigned long long)c.unexpected_read_responses);
+            const auto& r = qp->receiver().counters();
+            std::printf("  rx cum %u packets %llu dups %llu pending_reads %zu executed %llu\n",
+                        qp->receiver().window().cum_psn(), (unsigned long long)r.packets,
+                        (unsigned long long)r.duplicates, qp->receiver().pending_reads(),
+                        (unsigned long long)r.reads_executed);
+            for (unsigned i = 0; i < tx.paths().size(); ++i) {
+                const Path& p = tx.paths()[i];
+                std::printf("  path %u %s sent %llu lost %llu inflight %u next_probe %llu\n", i,
+                            std::string(to_string(p.state)).c_str(), (unsigned long long)p.sent,
+                            (unsigned long long)p.lost, p.inflight,
+                            (unsigned long long)p.next_probe_at);
+            }
+        }
+    }
+    ASSERT_FALSE(failed);
+    ASSERT_TRUE(done) << "stuck at t=" << pair.now() << " A->B " << pair.send_cq_a.size() << "/"
+                      << to_b.wrs.size() << " B->A " << pair.send_cq_b.size() << "/"
+                      << to_a.wrs.size();
+    // Let stragglers (duplicates, late ACKs) drain: nothing may change the outcome.
+    pair.run_for(200'000);
+
+    const auto check_direction = [&](const Workload& w, const std::vector<Completion>& send_cq,
+                                     const std::vector<Completion>& recv_cq, QueuePair& requester,
+                                     QueuePair& responder, MemoryModel& responder_memory) {
+        ASSERT_EQ(send_cq.size(), w.wrs.size());
+        for (std::size_t i = 0; i < send_cq.size(); ++i) {
+            const Completion& c = send_cq[i];
+            ASSERT_EQ(c.wr_id, i) << "send completions out of order";
+            ASSERT_EQ(c.status, WcStatus::Success) << to_string(c.status);
+            if (w.wrs[i].is_read()) {
+                EXPECT_EQ(c.read_data, w.read_results.at(c.wr_id)) << i;
+            }
+        }
+        ASSERT_EQ(recv_cq.size(), w.receives.size());
+        for (std::size_t i = 0; i < recv_cq.size(); ++i) {
+            const Completion& c = recv_cq[i];
+            const ExpectedReceive& e = w.receives[i];
+            ASSERT_EQ(c.wr_id, e.wqe.wr_id) << "receive completions out of order";
+            EXPECT_EQ(c.status, WcStatus::Success);
+            EXPECT_EQ(c.opcode, e.opcode);
+            EXPECT_EQ(c.byte_len, e.byte_len);
+            EXPECT_EQ(c.imm, e.imm);
+            if (e.opcode == WcOpcode::Recv) {
+                EXPECT_EQ(responder_memory.gather(e.wqe, e.byte_len), e.data) << i;
+            }
+        }
+        const auto region = responder_memory.region_bytes(kWriteKey);
+        EXPECT_TRUE(
+            std::equal(region.begin(), region.end(), w.write_region.begin(), w.write_region.end()));
+        EXPECT_FALSE(requester.in_error());
+        EXPECT_EQ(responder.receiver().counters().out_of_window, 0u);
+        EXPECT_EQ(responder.receiver().counters().read_overflow, 0u);
+        EXPECT_EQ(requester.sender().outstanding_wrs(), 0u);
+        EXPECT_EQ(requester.sender().counters().invalid_acks, 0u);
+        EXPECT_EQ(requester.sender().counters().bad_read_responses, 0u);
+        for (std::size_t e = 0; e < kParseErrorCount; ++e) {
+            EXPECT_EQ(requester.counters().malformed[e], 0u);
+        }
+    };
+    check_direction(to_b, pair.send_cq_a, pair.recv_cq_b, *pair.a, *pair.b, pair.mem_b);
+    check_direction(to_a, pair.send_cq_b, pair.recv_cq_a, *pair.b, *pair.a, pair.mem_a);
+    if (std::getenv("METAROCE_PROPERTY_STATS") != nullptr) {
+        const auto& sa = pair.a->sender().counters();
+        const auto& sb = pair.b->sender().counters();
+        std::printf(
+            "seed %llu t=%llu us events=%llu | A: new %llu retx %llu rto %llu reorder %llu "
+            "rereads %llu probes %llu cwnd %.1f | B: new %llu retx %llu rto %llu rereads %llu "
+            "| dups at B %llu\n",
+            (unsigned long long)s.seed, (unsigned long long)pair.now(),
+            (unsigned long long)pair.net.events(), (unsigned long long)sa.new_packets,
+            (unsigned long long)sa.retransmissions, (unsigned long long)sa.rto_expiries,
+            (unsigned long long)sa.reorder_losses, (unsigned long long)sa.rereads,
+            (unsigned long long)sa.probes, pair.a->sender().congestion().cwnd(),
+            (unsigned long long)sb.new_packets, (unsigned long long)sb.retransmissions,
+            (unsigned long long)sb.rto_expiries, (unsigned long long)sb.rereads,
+            (unsigned long long)pair.b->receiver().counters().duplicates);
+    }
+    // Exactly once: nothing completed twice after the drain.
+    EXPECT_EQ(pair.send_cq_a.size(), to_b.wrs.size());
+    EXPECT_EQ(pair.recv_cq_b.size(), to_b.receives.size());
+}
+
+class RandomSchedules : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(RandomSchedules, BothDirectionsMixedTraffic) {
+    Scenario s;
+    s.seed = GetParam();
+    static constexpr std::uint32_t kMtus[] = {256, 1024, 4096};
+    s.mtu = kMtus[s.seed % 3];
+    run_scenario(s);
+}
+
+TEST_P(RandomSchedules, PsnWrap) {
+    Scenario s;
+    s.seed = GetParam() + 1000;
+    s.mtu = 256;
+    s.near_wrap = true;
+    s.mix_a.messages = 30;
+    s.mix_b.messages = 30;
+    run_scenario(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, RandomSchedules, ::testing::Range<std::uint64_t>(1, 1 + seeds(30)));
+
+class ReadSchedules : public ::testing::TestWithParam<std::uint64_t> {};
+
+// Mostly READs, so READ responses (B -> A) are lost, duplicated and reordered a lot.
+TEST_P(ReadSchedules, ReadsWithLostResponses) {
+    Scenario s;
+    s.seed = GetParam() + 2000;
+    s.mtu = 256;
+    s.mix_a = Mix{30, 90, 20};
+    s.mix_b = Mix{5, 0, 4};
+    run_scenario(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ReadSchedules, ::testing::Range<std::uint64_t>(1, 1 + seeds(10)));
+
+class DeadPathSchedules : public ::testing::TestWithParam<std::uint64_t> {};
+
+// Two of the eight A -> B paths are black holes on top of the random loss.
+TEST_P(DeadPathSchedules, DeliversDespiteBlackHoledPaths) {
+    Scenario s;
+    s.seed = GetParam() + 3000;
+    s.mtu = 1024;
+    s.dead_paths = 2;
+    s.max_loss = 0.05;
+    run_scenario(s);
+}
+
+// B only answers READs (it sends nothing of its own, so it never learns which of its paths
+// are dead) and two of its eight paths are black holes: re-reads must still get through.
+TEST_P(DeadPathSchedules, ReadsDespiteBlackHoledResponsePaths) {
+    Scenario s;
+    s.seed = GetParam() + 4000;
+    s.mtu = 1024;
+    s.mix_a = Mix{30, 90, 20};
+    s.mix_b = Mix{0, 0, 1};
+    s.dead_response_paths = 2;
+    s.max_loss = 0.05;
+    run_scenario(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, DeadPathSchedules,
+                         ::testing::Range<std::uint64_t>(1, 1 + seeds(5)));
+
+}  // namespace
+}  // namespace metaroce

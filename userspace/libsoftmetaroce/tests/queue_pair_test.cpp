@@ -1,0 +1,189 @@
+// A connected QP pair end to end over the simulator, and the QP's handling of datagrams that
+// are malformed, misaddressed or of another version.
+#include "softmetaroce/queue_pair.h"
+
+#include <gtest/gtest.h>
+#include <rdma/metaroce_wire.h>
+
+#include <algorithm>
+
+#include "test_support.h"
+
+namespace metaroce {
+namespace {
+
+using namespace test;
+
+SimPairOptions clean_options() {
+    SimPairOptions o;
+    o.a_to_b.delay_us = 10;
+    o.b_to_a.delay_us = 10;
+    return o;
+}
+
+TEST(QueuePair, SendWriteReadOverACleanFabric) {
+    SimPair pair(clean_options());
+    pair.mem_b.register_region(1, 0x1000, 4096, access::kRemoteWrite | access::kRemoteRead);
+    pair.mem_b.register_region(2, 0x9000, 4096, access::kLocalWrite);
+    ASSERT_TRUE(pair.b->post_recv(0, ReceiveWqe{50, {{2, 0x9000, 4096}}}));
+    const auto send_data = pattern_bytes(3000, 1);
+    const auto write_data = pattern_bytes(2500, 2);
+    pair.a->post_send(send_wr(1, send_data), pair.now());
+    pair.a->post_send(write_wr(2, write_data, 0x1100, 1), pair.now());
+    pair.a->post_send(read_wr(3, 0x1100, 1, 2500), pair.now());
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 3; }, 1'000'000));
+    EXPECT_EQ(pair.send_cq_a[0].wr_id, 1u);
+    EXPECT_EQ(pair.send_cq_a[2].read_data, write_data);  // the READ saw the earlier WRITE
+    ASSERT_EQ(pair.recv_cq_b.size(), 1u);
+    EXPECT_EQ(pair.recv_cq_b[0].byte_len, 3000u);
+    EXPECT_EQ(pair.mem_b.gather(ReceiveWqe{50, {{2, 0x9000, 4096}}}, 3000), send_data);
+    EXPECT_EQ(pair.a->sender().counters().retransmissions, 0u);
+    // A clean fabric: one RTT of a few tens of microseconds.
+    EXPECT_LT(pair.now(), 200u);
+}
+
+TEST(QueuePair, CountsMalformedAndMisaddressedDatagrams) {
+    MemoryModel memory;
+    QueuePair qp(make_qp_config(kQpB, kQpA, 0, 0), memory);
+    qp.on_datagram(std::vector<std::uint8_t>(10, 0), false, 0);
+    EXPECT_EQ(qp.counters().malformed[static_cast<int>(ParseError::Truncated)], 1u);
+
+    Packet p = data_packet(Opcode::Write, 0, flag::kFirst | flag::kLast, Deth{0, 1, 0, 0, 0}, {});
+    p.bth.dqpn = 0x777;
+    qp.on_datagram(encode(p), false, 0);
+    EXPECT_EQ(qp.counters().wrong_qp, 1u);
+    p.bth.dqpn = kQpB;
+    p.bth.sqpn = 0x777;
+    qp.on_datagram(encode(p), false, 0);
+    EXPECT_EQ(qp.counters().wrong_peer, 1u);
+    EXPECT_EQ(qp.receiver().counters().packets, 0u);  // none reached the state machine
+    EXPECT_TRUE(qp.take_outgoing().empty());
+}
+
+TEST(QueuePair, NewerVersionIsAnsweredWithVersionNakWhichFailsThePeer) {
+    SimPair pair(clean_options());
+    pair.a->post_send(send_wr(1, {1, 2}), pair.now());
+    // A speaks "version 2": rewrite its packets on their way to B.
+    std::vector<std::uint8_t> bytes = pair.a->take_outgoing().at(0).bytes;
+    bytes[0] = 0x20;
+    pair.b->on_datagram(bytes, false, 5);
+    const auto out = pair.b->take_outgoing();
+    ASSERT_EQ(out.size(), 1u);
+    const auto nak = decode(out[0].bytes, {1024});
+    ASSERT_TRUE(nak.ok());
+    EXPECT_EQ(nak->ack().syndrome, Syndrome::Version);
+    EXPECT_EQ(nak->ack().nak_arg, METAROCE_VERSION);
+    EXPECT_FALSE(pair.b->in_error());
+    pair.a->on_datagram(out[0].bytes, false, 30);
+    EXPECT_TRUE(pair.a->in_error());
+    const auto done = pair.a->poll_send_cq();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::RemInvReqErr);
+    // A version 0 packet is only counted.
+    bytes[0] = 0x00;
+    pair.b->on_datagram(bytes, false, 40);
+    EXPECT_TRUE(pair.b->take_outgoing().empty());
+}
+
+TEST(QueuePair, RemoteAccessErrorMovesBothQpsToError) {
+    SimPair pair(clean_options());
+    pair.mem_b.register_region(1, 0x1000, 100, access::kRemoteWrite);
+    pair.mem_b.register_region(2, 0x9000, 100, access::kLocalWrite);
+    ASSERT_TRUE(pair.b->post_recv(0, ReceiveWqe{50, {{2, 0x9000, 100}}}));
+    ASSERT_TRUE(pair.a->post_recv(0, ReceiveWqe{60, {}}));
+    pair.a->post_send(write_wr(1, pattern_bytes(200, 1), 0x1000, 1), pair.now());
+    pair.a->post_send(send_wr(2, {1}), pair.now());
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 2; }, 1'000'000));
+    EXPECT_EQ(pair.send_cq_a[0].status, WcStatus::RemAccessErr);
+    EXPECT_EQ(pair.send_cq_a[1].status, WcStatus::WrFlushErr);
+    EXPECT_TRUE(pair.a->in_error());
+    EXPECT_TRUE(pair.b->in_error());
+    ASSERT_EQ(pair.recv_cq_b.size(), 1u);
+    EXPECT_EQ(pair.recv_cq_b[0].status, WcStatus::WrFlushErr);
+    ASSERT_EQ(pair.recv_cq_a.size(), 1u);  // A's own receive queue is flushed too
+    EXPECT_EQ(pair.recv_cq_a[0].status, WcStatus::WrFlushErr);
+}
+
+TEST(QueuePair, RnrThenPostedLaterCompletes) {
+    SimPair pair(clean_options());
+    pair.mem_b.register_region(2, 0x9000, 100, access::kLocalWrite);
+    pair.a->post_send(send_wr(1, {1, 2, 3}), pair.now());
+    pair.run_for(100);
+    EXPECT_GE(pair.b->receiver().counters().rnr_naks, 2u);  // refused, resent, refused...
+    EXPECT_TRUE(pair.send_cq_a.empty());
+    EXPECT_FALSE(pair.a->in_error());  // rnr_retry 7: forever
+    ASSERT_TRUE(pair.b->post_recv(0, ReceiveWqe{50, {{2, 0x9000, 100}}}));
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 1; }, 1'000'000));
+    EXPECT_EQ(pair.send_cq_a[0].status, WcStatus::Success);
+    EXPECT_GE(pair.b->receiver().counters().rnr_naks, 1u);
+}
+
+TEST(QueuePair, DeadPathIsAvoidedAndRecoversWhenHealed) {
+    SimPairOptions o = clean_options();
+    SimPair pair(o);
+    pair.mem_b.register_region(1, 0, 8 << 20, access::kRemoteWrite);
+    const auto port =
+        static_cast<std::uint16_t>(METAROCE_ENTROPY_BASE | PathSet::entropy_for(kQpA, 5));
+    sim::SimLink& link = pair.net.link(pair.id_a, pair.id_b);
+    link.set_blackhole(port, true);
+    std::uint64_t posted = 0;
+    const auto post_batch = [&](unsigned n) {
+        for (unsigned i = 0; i < n; ++i, ++posted) {
+            pair.a->post_send(write_wr(posted, pattern_bytes(8192, 1), (posted % 512) * 8192, 1),
+                              pair.now());
+        }
+    };
+    post_batch(200);
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == posted; }, 10'000'000));
+    const Path& dead = pair.a->sender().paths()[5];
+    EXPECT_EQ(dead.state, PathState::Failed);
+    // Only the packets that revealed the failure, and the odd probe, went into the hole.
+    EXPECT_LT(link.stats().blackholed, 20u);
+    EXPECT_GT(pair.a->sender().paths()[4].sent, 150u);
+
+    link.set_blackhole(port, false);
+    const std::uint64_t sent_before = dead.sent;
+    for (int round = 0; round < 20; ++round) {
+        post_batch(50);
+        ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == posted; }, 10'000'000));
+        pair.run_for(5000);  // let the probe backoff expire
+    }
+    EXPECT_EQ(dead.state, PathState::Active);
+    EXPECT_GT(dead.sent - sent_before, 50u);  // carrying its share again
+    for (const Completion& c : pair.send_cq_a) EXPECT_EQ(c.status, WcStatus::Success);
+}
+
+TEST(QueuePair, EcnKeepsTheBottleneckQueueShort) {
+    SimPairOptions o = clean_options();
+    // 1.25 GB/s bottleneck marking above 30 kB queued; 20 us RTT.
+    o.a_to_b.bytes_per_us = 1250;
+    o.a_to_b.ecn_threshold_bytes = 30'000;
+    SimPair pair(o);
+    pair.mem_b.register_region(1, 0, 8 << 20, access::kRemoteWrite);
+    TimeUs worst_queue_us = 0;
+    std::uint64_t bytes = 0;
+    pair.net.set_delivery_tap([&](sim::NodeId, sim::NodeId to, const Datagram& d, TimeUs now) {
+        (void)now;
+        if (to == pair.id_b) bytes += d.bytes.size();
+    });
+    for (int i = 0; i < 400; ++i) {
+        pair.a->post_send(write_wr(i, pattern_bytes(16384, 2), i * 16384, 1), pair.now());
+    }
+    pair.net.set_after_event([&] {
+        // Queueing delay = RTT above the base 20 us.
+        if (const auto srtt = pair.a->sender().rtt().srtt()) {
+            worst_queue_us = std::max<TimeUs>(worst_queue_us, *srtt > 20 ? *srtt - 20 : 0);
+        }
+    });
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 400; }, 100'000));
+    const double throughput = static_cast<double>(bytes) / static_cast<double>(pair.now());
+    EXPECT_GT(pair.net.link(pair.id_a, pair.id_b).stats().ce_marked, 0u);
+    EXPECT_LT(pair.a->sender().congestion().cwnd(), 100.0);
+    EXPECT_GT(pair.a->sender().congestion().alpha(), 0.0);
+    EXPECT_GT(throughput, 0.8 * 1250);  // close to the link rate...
+    EXPECT_LT(worst_queue_us, 100u);    // ...with a short queue (30 kB is 24 us)
+    EXPECT_EQ(pair.a->sender().counters().retransmissions, 0u);
+}
+
+}  // namespace
+}  // namespace metaroce

@@ -1,0 +1,83 @@
+#include "softmetaroce/read_tracker.h"
+
+#include <gtest/gtest.h>
+
+namespace metaroce {
+namespace {
+
+using Range = ReadTracker::Range;
+
+TEST(ReadTracker, PartsCoverTheReadInOrder) {
+    ReadTracker t(10, 8);
+    EXPECT_EQ(t.issue_part(4, 0), (Range{0, 4}));
+    EXPECT_EQ(t.issue_part(100, 0), (Range{4, 10}));  // clamped to the READ
+    EXPECT_TRUE(t.all_issued());
+    EXPECT_EQ(t.part_containing(5), (Range{4, 10}));
+    for (std::uint32_t i = 0; i < 10; ++i) {
+        const auto a = t.on_response(i, 5);
+        EXPECT_TRUE(a.is_new);
+        EXPECT_EQ(a.completed_part, i == 3 || i == 9);
+    }
+    EXPECT_TRUE(t.done());
+    EXPECT_FALSE(t.on_response(3, 6).is_new);
+}
+
+TEST(ReadTracker, HoleIsLostAfterAllowanceLaterResponsesOfTheSameRequest) {
+    ReadTracker t(20, 3);
+    t.issue_part(20, 0);
+    for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
+    t.on_response(0, 10);
+    t.on_response(2, 10);
+    t.on_response(3, 10);
+    EXPECT_TRUE(t.take_lost_runs(64).empty());  // two later responses: not yet
+    t.on_response(4, 10);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    EXPECT_TRUE(t.take_lost_runs(64).empty());  // taken: re-read by the caller
+}
+
+TEST(ReadTracker, RunsAreSplitAtMaxRun) {
+    ReadTracker t(12, 1);
+    t.issue_part(12, 0);
+    t.on_response(11, 1);  // 0..10 all lost
+    EXPECT_EQ(t.take_lost_runs(4), (std::vector<Range>{{0, 4}, {4, 8}, {8, 11}}));
+}
+
+TEST(ReadTracker, StragglersOfAnOlderRequestDoNotTriggerAReRead) {
+    ReadTracker t(12, 2);
+    t.issue_part(12, 0);
+    t.on_response(10, 10);
+    t.on_response(11, 10);
+    ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 10}}));
+    t.on_reread({0, 10}, 20, /*counts_from=*/30);
+    // Late copies of the first request arrive before the re-read can have been answered.
+    t.on_response(5, 25);
+    t.on_response(6, 26);
+    t.on_response(7, 27);
+    EXPECT_TRUE(t.take_lost_runs(64).empty());
+    // Answers to the re-read: responses 8 and 9 arrive, 0..4 were lost again.
+    t.on_response(8, 40);
+    t.on_response(9, 41);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 5}}));
+}
+
+TEST(ReadTracker, TimerRunsOnlyWhileAcceptedResponsesAreMissing) {
+    ReadTracker t(3, 8);
+    t.issue_part(3, 0);
+    EXPECT_EQ(t.deadline(1000, 8000), std::nullopt);  // the request is not known accepted
+    t.on_accepted(0, 100);
+    t.on_accepted(1, 100);
+    t.on_accepted(2, 100);
+    EXPECT_EQ(t.deadline(1000, 8000), 1100u);
+    t.on_timeout(1100);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 3}}));
+    t.on_reread({0, 3}, 1100, 1100);
+    EXPECT_EQ(t.deadline(1000, 8000), 1100u + 2000);  // backed off
+    t.on_response(1, 1500);
+    EXPECT_EQ(t.deadline(1000, 8000), 1500u + 1000);  // new data: backoff reset
+    t.on_response(0, 1600);
+    t.on_response(2, 1600);
+    EXPECT_EQ(t.deadline(1000, 8000), std::nullopt);
+}
+
+}  // namespace
+}  // namespace metaroce

@@ -1,0 +1,542 @@
+// The responder: window classification, placement checks, in-order completion, READ
+// execution, NAKs and the ACK generation policy (protocol.md sections 5, 6, 11).
+#include "softmetaroce/receiver.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "test_support.h"
+
+namespace metaroce {
+namespace {
+
+using namespace test;
+using flag::kAckReq;
+using flag::kFirst;
+using flag::kImm;
+using flag::kLast;
+using flag::kRetx;
+using flag::kSolicited;
+
+constexpr std::uint32_t kMtu = 256;
+constexpr std::uint32_t kWriteKey = 0x10;
+constexpr std::uint64_t kWriteBase = 0x10000;
+constexpr std::uint32_t kReadKey = 0x20;
+constexpr std::uint64_t kReadBase = 0x20000;
+constexpr std::uint32_t kRecvKey = 0x30;
+constexpr std::uint64_t kRecvBase = 0x30000;
+constexpr std::uint32_t kRegionSize = 0x10000;
+
+class ReceiverTest : public ::testing::Test {
+  protected:
+    explicit ReceiverTest(Psn expected = 100) {
+        memory.register_region(kWriteKey, kWriteBase, kRegionSize, access::kRemoteWrite);
+        memory.register_region(kReadKey, kReadBase, kRegionSize, access::kRemoteRead);
+        memory.register_region(kRecvKey, kRecvBase, kRegionSize, access::kLocalWrite);
+        const std::vector<std::uint8_t> readable = pattern_bytes(kRegionSize, 99);
+        std::copy(readable.begin(), readable.end(), memory.region_bytes(kReadKey).begin());
+        config.qpn = kQpB;
+        config.peer_qpn = kQpA;
+        config.expected_psn = expected;
+        config.mtu = kMtu;
+        rx = std::make_unique<Receiver>(config, memory);
+    }
+
+    void deliver(const Packet& p, TimeUs now = 0, bool ce = false) {
+        rx->on_packet(through_wire(p, kMtu), ce, now);
+    }
+    std::vector<Packet> sent() { return through_wire(rx->take_outbox(), kMtu); }
+    std::vector<Packet> acks() { return of_opcode(sent(), Opcode::Ack); }
+
+    // A WRITE of `data` at `addr`, split into MTU packets starting at `psn`.
+    std::vector<Packet> write_message(Psn psn, std::uint64_t addr,
+                                      const std::vector<std::uint8_t>& data, std::uint32_t msn,
+                                      std::uint8_t extra = 0, std::uint32_t imm = 0) {
+        std::vector<Packet> out;
+        const auto n = std::max<std::size_t>(1, (data.size() + kMtu - 1) / kMtu);
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::size_t begin = k * kMtu;
+            const std::size_t end = std::min(data.size(), begin + kMtu);
+            std::uint8_t flags = extra;
+            if (k == 0) flags |= kFirst;
+            if (k + 1 == n) flags |= kLast | kAckReq;
+            if ((extra & kSolicited) && !(extra & kImm)) flags &= ~kSolicited;
+            out.push_back(
+                data_packet(Opcode::Write, psn_add(psn, k), flags,
+                            Deth{addr + begin, kWriteKey, msn,
+                                 static_cast<std::uint32_t>(data.size()), (extra & kImm) ? imm : 0},
+                            {data.begin() + begin, data.begin() + end}));
+        }
+        return out;
+    }
+
+    std::vector<Packet> send_message(Psn psn, const std::vector<std::uint8_t>& data,
+                                     std::uint32_t msn, std::uint8_t extra = 0,
+                                     std::uint32_t imm = 0, std::uint8_t stream = 0) {
+        std::vector<Packet> out;
+        const auto n = std::max<std::size_t>(1, (data.size() + kMtu - 1) / kMtu);
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::size_t begin = k * kMtu;
+            const std::size_t end = std::min(data.size(), begin + kMtu);
+            std::uint8_t flags = extra;
+            if (k == 0) flags |= kFirst;
+            if (k + 1 == n) flags |= kLast | kAckReq;
+            Packet p = data_packet(Opcode::Send, psn_add(psn, k), flags,
+                                   Deth{begin, 0, msn, static_cast<std::uint32_t>(data.size()),
+                                        (extra & kImm) ? imm : 0},
+                                   {data.begin() + begin, data.begin() + end});
+            p.bth.stream = stream;
+            out.push_back(std::move(p));
+        }
+        return out;
+    }
+
+    ReceiveWqe wqe(std::uint64_t wr_id, std::uint64_t offset, std::uint32_t len) {
+        return ReceiveWqe{wr_id, {{kRecvKey, kRecvBase + offset, len}}};
+    }
+
+    MemoryModel memory;
+    ReceiverConfig config;
+    std::unique_ptr<Receiver> rx;
+};
+
+TEST_F(ReceiverTest, InOrderWritePlacesAndAcksOnAckReq) {
+    const auto data = pattern_bytes(600, 1);
+    const auto packets = write_message(100, kWriteBase + 8, data, 0);
+    ASSERT_EQ(packets.size(), 3u);
+    deliver(packets[0]);
+    deliver(packets[1]);
+    EXPECT_TRUE(sent().empty());  // in order, no ACK_REQ: coalesced
+    deliver(packets[2]);
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 103u);
+    EXPECT_EQ(a[0].ack().sack, SackWords{});
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::Ack);
+    EXPECT_EQ(a[0].ack().msn, 0u);  // no message that consumed a receive WQE yet
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), memory.region_bytes(kWriteKey).begin() + 8));
+    EXPECT_TRUE(rx->take_completions().empty());  // a plain WRITE consumes no WQE
+}
+
+TEST_F(ReceiverTest, OutOfOrderPlacementAndImmediateSackAck) {
+    const auto data = pattern_bytes(4 * kMtu, 2);
+    const auto packets = write_message(100, kWriteBase, data, 0);
+    deliver(packets[2]);  // leaves a gap: ACK at once
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 100u);
+    EXPECT_EQ(a[0].ack().sack[0], 0x40000000u);  // PSN 102 = cum + 1 + 1
+    // Placed on arrival, before the gap is filled.
+    EXPECT_TRUE(std::equal(data.begin() + 2 * kMtu, data.begin() + 3 * kMtu,
+                           memory.region_bytes(kWriteKey).begin() + 2 * kMtu));
+    deliver(packets[0]);  // fills part of the gap: out of order too
+    a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 101u);
+    EXPECT_EQ(a[0].ack().sack[0], 0x80000000u);
+    deliver(packets[1]);
+    deliver(packets[3]);
+    EXPECT_EQ(rx->window().cum_psn(), 104u);
+    EXPECT_FALSE(rx->window().has_gap());
+}
+
+TEST_F(ReceiverTest, DuplicateIsAckedAtOnceAndNotPlacedAgain) {
+    const auto packets = write_message(100, kWriteBase, pattern_bytes(100, 3), 0);
+    deliver(packets[0]);
+    sent();
+    memory.region_bytes(kWriteKey)[0] ^= 0xff;  // would be undone by a second placement
+    const std::uint8_t marker = memory.region_bytes(kWriteKey)[0];
+    deliver(packets[0]);
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 101u);
+    EXPECT_EQ(rx->counters().duplicates, 1u);
+    EXPECT_EQ(memory.region_bytes(kWriteKey)[0], marker);
+
+    // A duplicate inside the window (bit already set) too.
+    const auto more = write_message(105, kWriteBase, pattern_bytes(10, 4), 1);
+    deliver(more[0]);
+    sent();
+    deliver(more[0]);
+    EXPECT_EQ(acks().size(), 1u);
+    EXPECT_EQ(rx->counters().duplicates, 2u);
+}
+
+TEST_F(ReceiverTest, BeyondWindowIsDroppedAndCounted) {
+    const auto edge = write_message(100 + 256, kWriteBase, pattern_bytes(10, 5), 0);
+    deliver(edge[0]);  // cum + 256: the last PSN the bitmap names
+    EXPECT_TRUE(rx->window().received(356));
+    const auto beyond = write_message(100 + 257, kWriteBase, pattern_bytes(10, 5), 0);
+    sent();
+    deliver(beyond[0]);
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(rx->counters().out_of_window, 1u);
+    EXPECT_FALSE(rx->window().received(357));
+}
+
+TEST_F(ReceiverTest, WriteWithBadKeyBoundsOrRightsIsNakedAndErrorsTheQp) {
+    struct Case {
+        std::uint32_t key;
+        std::uint64_t addr;
+        std::uint32_t len;
+    };
+    const Case cases[] = {
+        {0x99, kWriteBase, 10},                         // unknown rkey
+        {kWriteKey, kWriteBase + kRegionSize - 5, 10},  // crosses the end
+        {kWriteKey, kWriteBase - 1, 10},                // starts before
+        {kReadKey, kReadBase, 10},                      // region without remote write
+    };
+    for (const Case& c : cases) {
+        rx = std::make_unique<Receiver>(config, memory);
+        ASSERT_TRUE(rx->post_recv(0, wqe(7, 0, 100)));
+        Packet p = data_packet(Opcode::Write, 100, kFirst | kLast | kAckReq,
+                               Deth{c.addr, c.key, 0, c.len, 0}, pattern_bytes(c.len, 6));
+        deliver(p);
+        const auto a = acks();
+        ASSERT_EQ(a.size(), 1u);
+        EXPECT_EQ(a[0].ack().syndrome, Syndrome::RemoteAccess);
+        EXPECT_EQ(a[0].ack().nak_psn, 100u);
+        EXPECT_TRUE(rx->in_error());
+        EXPECT_FALSE(rx->window().received(100));  // not placed, not marked
+        const auto flushed = rx->take_completions();
+        ASSERT_EQ(flushed.size(), 1u);
+        EXPECT_EQ(flushed[0].status, WcStatus::WrFlushErr);
+        // No malformed or refused packet changes state afterwards either.
+        deliver(write_message(101, kWriteBase, pattern_bytes(10, 7), 1)[0]);
+        EXPECT_TRUE(sent().empty());
+        EXPECT_EQ(rx->counters().dropped_in_error, 1u);
+    }
+}
+
+TEST_F(ReceiverTest, SendSelectsWqeByMsnScattersByOffsetAndCompletesInOrder) {
+    ASSERT_TRUE(rx->post_recv(
+        0, ReceiveWqe{1, {{kRecvKey, kRecvBase, 100}, {kRecvKey, kRecvBase + 1000, 500}}}));
+    ASSERT_TRUE(rx->post_recv(0, wqe(2, 2000, 1000)));
+    const auto first = pattern_bytes(520, 10);   // 3 packets, msn 0 -> WQE 1
+    const auto second = pattern_bytes(300, 11);  // 2 packets, msn 1 -> WQE 2
+    const auto m0 = send_message(100, first, 0);
+    const auto m1 = send_message(103, second, 1, kImm | kSolicited, 0xabcd);
+    // The second message arrives completely before the first.
+    deliver(m1[1]);
+    deliver(m1[0]);
+    deliver(m0[2]);
+    deliver(m0[0]);
+    EXPECT_TRUE(rx->take_completions().empty());  // cum_psn still at 101
+    sent();
+    deliver(m0[1]);
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::Recv);
+    EXPECT_EQ(done[0].byte_len, 520u);
+    EXPECT_FALSE(done[0].imm.has_value());
+    EXPECT_EQ(done[1].wr_id, 2u);
+    EXPECT_EQ(done[1].byte_len, 300u);
+    EXPECT_EQ(done[1].imm, 0xabcdu);
+    EXPECT_TRUE(done[1].solicited);
+    // Completing a message that consumed a WQE triggers an ACK.
+    EXPECT_EQ(acks().size(), 1u);
+    const ReceiveWqe w1{1, {{kRecvKey, kRecvBase, 100}, {kRecvKey, kRecvBase + 1000, 500}}};
+    EXPECT_EQ(memory.gather(w1, 520), first);
+    EXPECT_EQ(memory.gather(wqe(2, 2000, 1000), 300), second);
+}
+
+TEST_F(ReceiverTest, RnrNakWhenNoWqeThenAcceptedOnceposted) {
+    config.min_rnr_timer = 14;
+    rx = std::make_unique<Receiver>(config, memory);
+    const auto m = send_message(100, pattern_bytes(50, 12), 0);
+    deliver(m[0]);
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::RnrNak);
+    EXPECT_EQ(a[0].ack().nak_psn, 100u);
+    EXPECT_EQ(a[0].ack().nak_arg, 14);
+    EXPECT_EQ(a[0].ack().cum_psn, 100u);
+    EXPECT_FALSE(rx->window().received(100));  // dropped: the requester resends it
+    EXPECT_FALSE(rx->in_error());
+    ASSERT_TRUE(rx->post_recv(0, wqe(9, 0, 64)));
+    deliver(m[0]);
+    EXPECT_EQ(rx->window().cum_psn(), 101u);
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 9u);
+}
+
+TEST_F(ReceiverTest, SendLongerThanWqeIsLengthErrorAndInvalidRequestNak) {
+    ASSERT_TRUE(rx->post_recv(0, wqe(1, 0, 100)));
+    ASSERT_TRUE(rx->post_recv(0, wqe(2, 100, 100)));
+    ASSERT_TRUE(rx->post_recv(0, wqe(3, 200, 100)));
+    deliver(send_message(100, pattern_bytes(10, 1), 0)[0]);  // fine, completes WQE 1
+    const auto big = send_message(101, pattern_bytes(600, 13), 1);
+    deliver(big[1]);  // offset 256 + 256 > 100
+    const auto a = acks();
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a.back().ack().syndrome, Syndrome::InvalidRequest);
+    EXPECT_EQ(a.back().ack().nak_psn, 102u);
+    EXPECT_TRUE(rx->in_error());
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 3u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[1].status, WcStatus::LocLenErr);
+    EXPECT_EQ(done[1].wr_id, 2u);
+    EXPECT_EQ(done[2].status, WcStatus::WrFlushErr);
+}
+
+TEST_F(ReceiverTest, WriteWithImmediateConsumesAWqe) {
+    const auto data = pattern_bytes(300, 14);
+    const auto m = write_message(100, kWriteBase + 4, data, 0, kImm | kSolicited, 0x5555);
+    deliver(m[0]);  // data packets place without a WQE...
+    EXPECT_TRUE(rx->window().received(100));
+    deliver(m[1]);  // ...but the last one needs it
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::RnrNak);
+    EXPECT_EQ(a[0].ack().nak_psn, 101u);
+    ASSERT_TRUE(rx->post_recv(0, wqe(77, 0, 0)));
+    deliver(m[1]);
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 77u);
+    EXPECT_EQ(done[0].opcode, WcOpcode::RecvRdmaWithImm);
+    EXPECT_EQ(done[0].imm, 0x5555u);
+    EXPECT_EQ(done[0].byte_len, 300u);
+    EXPECT_TRUE(done[0].solicited);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), memory.region_bytes(kWriteKey).begin() + 4));
+}
+
+TEST_F(ReceiverTest, ZeroLengthSendCompletes) {
+    ASSERT_TRUE(rx->post_recv(0, ReceiveWqe{5, {}}));
+    deliver(send_message(100, {}, 0)[0]);
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].byte_len, 0u);
+}
+
+TEST_F(ReceiverTest, StreamsHaveTheirOwnWqesAndMessageNumbers) {
+    ASSERT_TRUE(rx->post_recv(0, wqe(10, 0, 100)));
+    ASSERT_TRUE(rx->post_recv(3, wqe(30, 100, 100)));
+    deliver(send_message(100, pattern_bytes(5, 1), 0, 0, 0, 3)[0]);  // stream 3, msn 0
+    deliver(send_message(101, pattern_bytes(6, 2), 0, 0, 0, 0)[0]);  // stream 0, msn 0
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 30u);
+    EXPECT_EQ(done[0].stream, 3);
+    EXPECT_EQ(done[1].wr_id, 10u);
+    EXPECT_EQ(rx->completed_messages(3), 1u);
+    EXPECT_EQ(rx->completed_messages(0), 1u);
+}
+
+TEST_F(ReceiverTest, ReadRequestInOrderIsAnsweredAtOnce) {
+    const std::uint32_t len = 600;  // 3 responses at MTU 256
+    deliver(read_request(100, kReadBase + 10, kReadKey, len, 7));
+    const auto out = sent();
+    const auto responses = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 3u);
+    EXPECT_EQ(of_opcode(out, Opcode::Ack).size(), 1u);  // ACK_REQ
+    EXPECT_EQ(rx->window().cum_psn(), 103u);            // the READ's 3 PSNs
+    const auto region = memory.region_bytes(kReadKey);
+    for (std::uint32_t k = 0; k < 3; ++k) {
+        const Packet& r = responses[k];
+        EXPECT_EQ(r.bth.psn, 100 + k);
+        EXPECT_EQ(r.bth.dqpn, kQpA);
+        EXPECT_EQ(r.deth().addr, k * kMtu);
+        EXPECT_EQ(r.deth().msn, 7u);
+        EXPECT_EQ(r.deth().msg_len, len);
+        EXPECT_EQ(r.bth.has(kFirst), k == 0);
+        EXPECT_EQ(r.bth.has(kLast), k == 2);
+        EXPECT_FALSE(r.bth.has(kRetx));
+        EXPECT_TRUE(std::equal(r.payload.begin(), r.payload.end(), region.begin() + 10 + k * kMtu));
+    }
+    EXPECT_EQ(responses[2].payload.size(), len - 2 * kMtu);
+}
+
+TEST_F(ReceiverTest, ReadIsDeferredUntilCumPassesAndObservesEarlierWrites) {
+    memory.register_region(0x40, 0x40000, 1024, access::kRemoteWrite | access::kRemoteRead);
+    // PSN 100: a WRITE into the region, lost for now. PSN 101: a READ of the same bytes.
+    const auto write = data_packet(Opcode::Write, 100, kFirst | kLast | kAckReq,
+                                   Deth{0x40000, 0x40, 0, 4, 0}, {9, 8, 7, 6});
+    deliver(read_request(101, 0x40000, 0x40, 4, 1));
+    auto out = sent();
+    EXPECT_TRUE(of_opcode(out, Opcode::ReadResponse).empty());
+    ASSERT_EQ(of_opcode(out, Opcode::Ack).size(), 1u);
+    EXPECT_EQ(rx->pending_reads(), 1u);
+    deliver(write);
+    out = sent();
+    const auto responses = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 1u);
+    EXPECT_EQ(responses[0].payload, (std::vector<std::uint8_t>{9, 8, 7, 6}));
+    EXPECT_EQ(rx->pending_reads(), 0u);
+}
+
+TEST_F(ReceiverTest, ReReadAnswersExactlyTheRangeWithOriginalPsns) {
+    const std::uint32_t len = 1000;  // 4 responses
+    deliver(read_request(100, kReadBase, kReadKey, len, 3));
+    sent();
+    // Responses 2 and 3 were lost: re-read from offset 2 * MTU to the end.
+    deliver(read_request(102, kReadBase + 2 * kMtu, kReadKey, len - 2 * kMtu, 3, 2 * kMtu,
+                         kAckReq | kRetx));
+    const auto out = sent();
+    const auto responses = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 2u);
+    EXPECT_EQ(responses[0].bth.psn, 102u);
+    EXPECT_EQ(responses[0].deth().addr, 2 * kMtu);
+    EXPECT_EQ(responses[0].deth().msg_len, len);
+    EXPECT_FALSE(responses[0].bth.has(kFirst));
+    EXPECT_TRUE(responses[0].bth.has(kRetx));
+    EXPECT_EQ(responses[1].bth.psn, 103u);
+    EXPECT_TRUE(responses[1].bth.has(kLast));
+    EXPECT_EQ(responses[1].payload.size(), len - 3 * kMtu);
+    EXPECT_EQ(of_opcode(out, Opcode::Ack).size(), 1u);  // duplicates are acked
+    EXPECT_EQ(rx->counters().duplicate_reads, 1u);
+}
+
+TEST_F(ReceiverTest, ReadPartsAndExactReReadsEndWhereTheRequestEnds) {
+    const std::uint32_t len = 10 * kMtu + 7;  // 11 responses, requested in parts
+    deliver(read_request(100, kReadBase, kReadKey, 4 * kMtu, 5));
+    deliver(read_request(104, kReadBase + 4 * kMtu, kReadKey, len - 4 * kMtu, 5, 4 * kMtu));
+    auto responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 11u);
+    EXPECT_EQ(responses[3].deth().msg_len, 4 * kMtu);  // the end of the first part
+    EXPECT_TRUE(responses[3].bth.has(kLast));
+    EXPECT_FALSE(responses[4].bth.has(kFirst));
+    EXPECT_EQ(responses[4].deth().addr, 4 * kMtu);
+    EXPECT_EQ(responses[10].deth().msg_len, len);
+    // A re-read of exactly responses 6 and 7.
+    deliver(
+        read_request(106, kReadBase + 6 * kMtu, kReadKey, 2 * kMtu, 5, 6 * kMtu, kAckReq | kRetx));
+    responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 2u);
+    EXPECT_EQ(responses[0].bth.psn, 106u);
+    EXPECT_EQ(responses[1].bth.psn, 107u);
+    EXPECT_EQ(responses[1].deth().msg_len, 8 * kMtu);
+    EXPECT_TRUE(responses[1].bth.has(kLast));
+}
+
+TEST_F(ReceiverTest, DuplicateReadWhileOriginalPendingIsNotRunTwice) {
+    deliver(read_request(101, kReadBase, kReadKey, 100, 1));
+    deliver(read_request(101, kReadBase, kReadKey, 100, 1, 0, kAckReq | kRetx));
+    EXPECT_TRUE(of_opcode(sent(), Opcode::ReadResponse).empty());
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    EXPECT_EQ(of_opcode(sent(), Opcode::ReadResponse).size(), 1u);
+    EXPECT_EQ(rx->counters().reads_executed, 1u);
+}
+
+TEST_F(ReceiverTest, ReadWithBadKeyOrRangeIsNaked) {
+    deliver(read_request(100, kReadBase + kRegionSize - 10, kReadKey, 20, 0));
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::RemoteAccess);
+    EXPECT_EQ(a[0].ack().nak_psn, 100u);
+    EXPECT_TRUE(rx->in_error());
+
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(read_request(100, kWriteBase, kWriteKey, 20, 0));  // write-only region
+    EXPECT_EQ(acks().at(0).ack().syndrome, Syndrome::RemoteAccess);
+}
+
+TEST_F(ReceiverTest, ReadsBeyondMaxDestRdAtomicAreDropped) {
+    config.max_dest_rd_atomic = 2;
+    rx = std::make_unique<Receiver>(config, memory);
+    // PSN 100 missing: every READ stays pending.
+    deliver(read_request(101, kReadBase, kReadKey, 10, 1));
+    deliver(read_request(102, kReadBase, kReadKey, 10, 2));
+    deliver(read_request(103, kReadBase, kReadKey, 10, 3));
+    EXPECT_EQ(rx->pending_reads(), 2u);
+    EXPECT_EQ(rx->counters().read_overflow, 1u);
+    EXPECT_FALSE(rx->window().received(103));
+}
+
+TEST_F(ReceiverTest, AcksEvery16PacketsWithoutOtherTriggers) {
+    const auto data = pattern_bytes(40 * kMtu, 15);
+    auto packets = write_message(100, kWriteBase, data, 0);
+    for (auto& p : packets) p.bth.flags &= ~kAckReq;
+    for (int i = 0; i < 15; ++i) deliver(packets[i]);
+    EXPECT_TRUE(sent().empty());
+    deliver(packets[15]);
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 116u);
+}
+
+TEST_F(ReceiverTest, DelayedAckTimer) {
+    auto packets = write_message(100, kWriteBase, pattern_bytes(2 * kMtu, 16), 0);
+    for (auto& p : packets) p.bth.flags &= ~kAckReq;
+    packets[0].bth.path = 3;
+    packets[0].bth.ts = 1234;
+    deliver(packets[0], 1000);
+    EXPECT_EQ(rx->next_timer(), 1200u);
+    rx->on_timer(1199);
+    EXPECT_TRUE(sent().empty());
+    rx->on_timer(1200);
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().echo_path, 3);
+    EXPECT_EQ(a[0].ack().ts_echo, 1234u);
+    EXPECT_EQ(rx->next_timer(), std::nullopt);
+}
+
+TEST_F(ReceiverTest, CeMarksAreCountedSinceThePreviousAck) {
+    auto packets = write_message(100, kWriteBase, pattern_bytes(3 * kMtu, 17), 0);
+    deliver(packets[0], 0, true);
+    deliver(packets[1], 0, true);
+    deliver(packets[2], 0, false);
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().ce_count, 2);
+    deliver(packets[2], 0, true);  // a duplicate: acked at once, with its mark
+    a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().ce_count, 1);
+    EXPECT_EQ(rx->counters().ce_marked, 3u);
+}
+
+TEST_F(ReceiverTest, FairShareHint) {
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    EXPECT_EQ(acks().at(0).ack().fair_share, 512);
+
+    FairShareTracker tracker(512);
+    tracker.note_activity(0x999, 0);  // another connection sent data just now
+    rx = std::make_unique<Receiver>(config, memory, &tracker);
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0], 500);
+    EXPECT_EQ(acks().at(0).ack().fair_share, 256);
+    deliver(write_message(101, kWriteBase, pattern_bytes(4, 1), 1)[0], 1500);
+    EXPECT_EQ(acks().at(0).ack().fair_share, 512);  // the other one went quiet
+}
+
+TEST_F(ReceiverTest, VersionNak) {
+    BthProbe probe;
+    probe.version = 2;
+    probe.psn = 123;
+    probe.path = 4;
+    probe.ts = 77;
+    rx->on_version_mismatch(probe, 0);
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::Version);
+    EXPECT_EQ(a[0].ack().nak_arg, METAROCE_VERSION);
+    EXPECT_EQ(a[0].ack().nak_psn, 123u);
+    EXPECT_EQ(a[0].ack().echo_path, 4);
+    EXPECT_FALSE(rx->in_error());
+}
+
+class ReceiverWrapTest : public ReceiverTest {
+  protected:
+    ReceiverWrapTest() : ReceiverTest(0xfffffe) {}
+};
+
+TEST_F(ReceiverWrapTest, WindowAndReadAcrossPsnWrap) {
+    deliver(read_request(0xffffff, kReadBase, kReadKey, 3 * kMtu, 0));  // PSNs ffffff, 0, 1
+    EXPECT_TRUE(of_opcode(sent(), Opcode::ReadResponse).empty());
+    deliver(write_message(0xfffffe, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    const auto responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 3u);
+    EXPECT_EQ(responses[0].bth.psn, 0xffffffu);
+    EXPECT_EQ(responses[1].bth.psn, 0u);
+    EXPECT_EQ(responses[2].bth.psn, 1u);
+    EXPECT_EQ(rx->window().cum_psn(), 2u);
+}
+
+}  // namespace
+}  // namespace metaroce

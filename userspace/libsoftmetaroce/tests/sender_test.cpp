@@ -1,0 +1,596 @@
+// The requester: segmentation, windows, loss recovery, timers, NAKs, READs, congestion
+// control reactions and path steering (protocol.md sections 3, 7, 8, 10).
+#include "softmetaroce/sender.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "test_support.h"
+
+namespace metaroce {
+namespace {
+
+using namespace test;
+using flag::kAckReq;
+using flag::kFirst;
+using flag::kImm;
+using flag::kLast;
+using flag::kRetx;
+
+constexpr std::uint32_t kMtu = 256;
+constexpr Psn kStart = 100;
+constexpr TimeUs kRtt = 20;
+
+class SenderTest : public ::testing::Test {
+  protected:
+    SenderTest() {
+        config.qpn = kQpA;
+        config.peer_qpn = kQpB;
+        config.initial_psn = kStart;
+        config.mtu = kMtu;
+        config.num_paths = 4;
+        reset();
+    }
+
+    void reset() { tx = std::make_unique<Sender>(config); }
+
+    std::vector<Packet> sent() { return through_wire(tx->take_outbox(), kMtu); }
+    std::vector<Psn> psns(const std::vector<Packet>& packets) {
+        std::vector<Psn> out;
+        for (const Packet& p : packets) out.push_back(p.bth.psn);
+        return out;
+    }
+
+    void post_send(std::uint64_t id, std::size_t len, WrOpcode op = WrOpcode::Send) {
+        WorkRequest wr;
+        wr.wr_id = id;
+        wr.opcode = op;
+        wr.data = pattern_bytes(len, static_cast<std::uint32_t>(id));
+        wr.remote_addr = 0x10000;
+        wr.rkey = 0x10;
+        wr.imm = 0x77;
+        tx->post(std::move(wr), now);
+    }
+
+    void post_read(std::uint64_t id, std::uint32_t len, std::uint64_t addr = 0x20000) {
+        WorkRequest wr;
+        wr.wr_id = id;
+        wr.opcode = WrOpcode::Read;
+        wr.remote_addr = addr;
+        wr.rkey = 0x20;
+        wr.read_length = len;
+        tx->post(std::move(wr), now);
+    }
+
+    void ack(Psn cum, std::initializer_list<Psn> sacked = {}, std::uint16_t ce = 0,
+             std::uint16_t echo_path = 0) {
+        Packet p = ack_packet(cum, sacked, ce, static_cast<std::uint32_t>(now - kRtt), echo_path);
+        tx->on_ack(through_wire(p, kMtu), now);
+    }
+
+    // Delivers READ_RESP packets for the READ whose request had PSN `psn`.
+    void respond(const Packet& request, std::set<std::uint32_t> skip = {}) {
+        const ReadReq& r = request.rreq();
+        const std::uint32_t n = read_response_packets(r.len, kMtu);
+        for (std::uint32_t k = 0; k < n; ++k) {
+            if (skip.count(k) != 0) continue;
+            const std::uint32_t begin = k * kMtu;
+            const std::uint32_t len = std::min(kMtu, r.len - begin);
+            Packet p;
+            p.bth.opcode = Opcode::ReadResponse;
+            p.bth.dqpn = kQpA;
+            p.bth.sqpn = kQpB;
+            p.bth.psn = psn_add(request.bth.psn, k);
+            if (r.offset + begin == 0) p.bth.flags |= kFirst;
+            if (k + 1 == n) p.bth.flags |= kLast;
+            p.ext = Deth{r.offset + begin, 0, r.msn, r.offset + r.len, 0};
+            const auto all = pattern_bytes(1 << 20, 5);  // remote memory at 0x20000
+            const std::size_t at = r.va - 0x20000 + begin;
+            p.payload.assign(all.begin() + at, all.begin() + at + len);
+            tx->on_read_response(through_wire(p, kMtu), now);
+        }
+    }
+
+    SenderConfig config;
+    std::unique_ptr<Sender> tx;
+    TimeUs now = 1000;
+};
+
+TEST_F(SenderTest, SegmentsSendByMtu) {
+    post_send(1, 2 * kMtu + 50, WrOpcode::SendWithImm);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 3u);
+    for (std::uint32_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(p[k].bth.opcode, Opcode::Send);
+        EXPECT_EQ(p[k].bth.psn, kStart + k);
+        EXPECT_EQ(p[k].bth.dqpn, kQpB);
+        EXPECT_EQ(p[k].bth.sqpn, kQpA);
+        EXPECT_EQ(p[k].deth().addr, k * kMtu);
+        EXPECT_EQ(p[k].deth().msn, 0u);
+        EXPECT_EQ(p[k].deth().msg_len, 2 * kMtu + 50);
+        EXPECT_EQ(p[k].deth().imm, 0x77u);
+        EXPECT_TRUE(p[k].bth.has(kImm));
+        EXPECT_FALSE(p[k].bth.has(kRetx));
+    }
+    EXPECT_TRUE(p[0].bth.has(kFirst));
+    EXPECT_TRUE(p[2].bth.has(kLast));
+    EXPECT_TRUE(p[2].bth.has(kAckReq));
+    EXPECT_FALSE(p[1].bth.has(kAckReq));
+    EXPECT_EQ(p[2].payload.size(), 50u);
+    EXPECT_EQ(tx->next_psn(), kStart + 3);
+}
+
+TEST_F(SenderTest, WriteAddressesAndMessageNumbers) {
+    post_send(1, 10, WrOpcode::Send);         // receive msn 0
+    post_send(2, kMtu + 1, WrOpcode::Write);  // 2nd message of the stream: msn 1
+    post_send(3, 0, WrOpcode::WriteWithImm);  // receive msn 1, zero length
+    post_send(4, 5, WrOpcode::Send);          // receive msn 2
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 5u);
+    EXPECT_EQ(p[0].deth().msn, 0u);
+    EXPECT_EQ(p[1].bth.opcode, Opcode::Write);
+    EXPECT_EQ(p[1].deth().addr, 0x10000u);
+    EXPECT_EQ(p[1].deth().key, 0x10u);
+    EXPECT_EQ(p[1].deth().msn, 1u);
+    EXPECT_EQ(p[2].deth().addr, 0x10000u + kMtu);
+    EXPECT_EQ(p[3].deth().msg_len, 0u);
+    EXPECT_TRUE(p[3].payload.empty());
+    EXPECT_TRUE(p[3].bth.has(kFirst) && p[3].bth.has(kLast) && p[3].bth.has(kImm));
+    EXPECT_EQ(p[3].deth().msn, 1u);
+    EXPECT_EQ(p[4].deth().msn, 2u);
+}
+
+TEST_F(SenderTest, CongestionWindowLimitsPacketsInFlight) {
+    post_send(1, 40 * kMtu);
+    auto p = sent();
+    EXPECT_EQ(p.size(), 16u);
+    EXPECT_EQ(tx->inflight(), 16u);
+    // Three quarters of the window in flight: ACK_REQ.
+    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i].bth.has(kAckReq), i + 1 >= 12) << i;
+    now += kRtt;
+    ack(kStart + 8);
+    p = sent();
+    EXPECT_EQ(p.size(), 8u);
+    EXPECT_EQ(p.front().bth.psn, kStart + 16);
+}
+
+TEST_F(SenderTest, NeverMoreThan256PsnsPastTheOldestUnacked) {
+    config.congestion.initial_cwnd = 256;
+    reset();
+    post_send(1, 300 * kMtu);
+    auto p = sent();
+    EXPECT_EQ(p.size(), 256u);
+    EXPECT_EQ(p.back().bth.psn, kStart + 255);
+    // SACK everything but the oldest: still nothing new may go.
+    now += kRtt;
+    Packet a = ack_packet(kStart, {}, 0, static_cast<std::uint32_t>(now - kRtt));
+    SackBitmap all(kStart);
+    for (Psn q = kStart + 1; q < kStart + 256; ++q) all.mark(q);
+    a.ack().sack = all.to_wire();
+    tx->on_ack(a, now);
+    p = sent();
+    // Only the oldest, declared lost by reordering, is resent.
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.psn, kStart);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    now += kRtt;
+    ack(kStart + 256);
+    p = sent();
+    EXPECT_FALSE(p.empty());
+    EXPECT_EQ(p.front().bth.psn, kStart + 256);
+}
+
+TEST_F(SenderTest, RetransmitsExactlyTheMissingPsnsOnAnotherPath) {
+    config.congestion.initial_cwnd = 32;
+    reset();
+    post_send(1, 20 * kMtu);
+    const auto first = sent();
+    ASSERT_EQ(first.size(), 20u);
+    now += kRtt;
+    // Everything but PSNs 103 and 110 arrived.
+    Packet a = ack_packet(kStart + 3, {}, 0, static_cast<std::uint32_t>(now - kRtt));
+    SackBitmap b(kStart + 3);
+    for (Psn q = kStart + 4; q < kStart + 20; ++q) {
+        if (q != kStart + 10) b.mark(q);
+    }
+    a.ack().sack = b.to_wire();
+    tx->on_ack(a, now);
+    const auto resent = sent();
+    EXPECT_EQ(psns(resent), (std::vector<Psn>{kStart + 3, kStart + 10}));
+    for (const Packet& p : resent) {
+        EXPECT_TRUE(p.bth.has(kRetx));
+        EXPECT_NE(p.bth.path, first[p.bth.psn - kStart].bth.path);
+        EXPECT_EQ(p.payload, first[p.bth.psn - kStart].payload);
+    }
+    EXPECT_EQ(tx->counters().reorder_losses, 2u);
+    now += kRtt;
+    ack(kStart + 20);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::Send);
+}
+
+TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALoss) {
+    post_send(1, 8 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart, {kStart + 1, kStart + 2, kStart + 3, kStart + 4, kStart + 5, kStart + 6,
+                 kStart + 7});  // only 7 sent after it arrived
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(tx->counters().reorder_losses, 0u);
+}
+
+TEST_F(SenderTest, RtoResendsUnackedOnlyWithBackoffAndHalvesWindow) {
+    post_send(1, 4 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart, {kStart + 2});  // 101 and 103 unknown, 102 received
+    sent();
+    EXPECT_EQ(tx->congestion().window(0), 16u);
+    const TimeUs deadline = *tx->next_timer();
+    EXPECT_EQ(deadline, now + 1000);  // RTO floor 1 ms, restarted by the new ACK
+    now = deadline;
+    tx->on_timer(now);
+    auto p = sent();
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 1, kStart + 3}));
+    EXPECT_TRUE(p[0].bth.has(kRetx) && p[0].bth.has(kAckReq));
+    EXPECT_EQ(tx->counters().rto_expiries, 1u);
+    EXPECT_EQ(tx->congestion().window(0), 8u);
+    // No answer: the next timeout is twice as long.
+    EXPECT_EQ(*tx->next_timer(), now + 2000);
+    now += 2000;
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1, kStart + 3}));
+    EXPECT_EQ(*tx->next_timer(), now + 4000);
+    EXPECT_EQ(tx->congestion().window(0), 4u);
+}
+
+TEST_F(SenderTest, RetryExhaustionCompletesWithRetryExcErrAndFlushes) {
+    config.timeout = 10;  // 4.194304 ms
+    config.retry_cnt = 2;
+    reset();
+    post_send(1, 10);
+    post_send(2, 10);
+    sent();
+    const TimeUs start = now;
+    while (!tx->in_error()) {
+        const auto t = tx->next_timer();
+        ASSERT_TRUE(t.has_value());
+        now = *t;
+        tx->on_timer(now);
+        sent();
+        ASSERT_LT(now, start + 100'000);
+    }
+    // Three periods without progress (more than retry_cnt = 2).
+    EXPECT_EQ(now, start + 3 * 4195);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, WcStatus::RetryExcErr);
+    EXPECT_EQ(done[1].status, WcStatus::WrFlushErr);
+    post_send(3, 10);
+    EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::WrFlushErr);
+}
+
+TEST_F(SenderTest, ProgressResetsTheRetryCount) {
+    config.timeout = 10;
+    config.retry_cnt = 1;
+    reset();
+    post_send(1, 3 * kMtu);
+    sent();
+    now += 4195 + 100;  // one period passes
+    tx->on_timer(now);
+    sent();
+    ack(kStart + 1);  // progress
+    now += 4195 + 100;
+    tx->on_timer(now);
+    sent();
+    EXPECT_FALSE(tx->in_error());
+    ack(kStart + 3);
+    EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::Success);
+}
+
+TEST_F(SenderTest, RnrNakWaitsThenResendsFromTheRefusedPsn) {
+    post_send(1, 3 * kMtu);
+    sent();
+    now += kRtt;
+    Packet nak = nak_packet(Syndrome::RnrNak, kStart, kStart, 14);  // 1.28 ms
+    nak.ack().ts_echo = static_cast<std::uint32_t>(now - kRtt);
+    tx->on_ack(nak, now);
+    EXPECT_TRUE(tx->waiting_rnr());
+    EXPECT_EQ(tx->next_timer(), now + 1280);
+    post_send(2, 10);
+    EXPECT_TRUE(sent().empty());  // nothing goes while waiting
+    now += 1280;
+    tx->on_timer(now);
+    const auto p = sent();
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 1, kStart + 2, kStart + 3}));
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_FALSE(p[3].bth.has(kRetx));  // the new work request
+}
+
+TEST_F(SenderTest, RnrRetryExhaustion) {
+    config.rnr_retry = 1;
+    reset();
+    post_send(1, 10);
+    sent();
+    for (int i = 0; i < 2; ++i) {
+        now += kRtt;
+        tx->on_ack(nak_packet(Syndrome::RnrNak, kStart, kStart, 1), now);
+        if (tx->in_error()) break;
+        now += 10;
+        tx->on_timer(now);
+        sent();
+    }
+    EXPECT_TRUE(tx->in_error());
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::RnrRetryExcErr);
+}
+
+TEST_F(SenderTest, FatalNaksFailTheWorkRequest) {
+    const std::pair<Syndrome, WcStatus> cases[] = {
+        {Syndrome::RemoteAccess, WcStatus::RemAccessErr},
+        {Syndrome::InvalidRequest, WcStatus::RemInvReqErr},
+        {Syndrome::RemoteOperational, WcStatus::RemOpErr},
+        {Syndrome::Version, WcStatus::RemInvReqErr},
+    };
+    for (const auto& [syndrome, status] : cases) {
+        reset();
+        post_send(1, 10);
+        post_send(2, 10, WrOpcode::Write);
+        post_send(3, 10);
+        sent();
+        now += kRtt;
+        tx->on_ack(nak_packet(syndrome, kStart + 1, kStart + 1), now);  // 1st done, 2nd refused
+        EXPECT_TRUE(tx->in_error());
+        const auto done = tx->take_completions();
+        ASSERT_EQ(done.size(), 3u);
+        EXPECT_EQ(done[0].status, WcStatus::Success);
+        EXPECT_EQ(done[1].wr_id, 2u);
+        EXPECT_EQ(done[1].status, status);
+        EXPECT_EQ(done[2].status, WcStatus::WrFlushErr);
+    }
+}
+
+TEST_F(SenderTest, InvalidAndStaleAcksAreIgnored) {
+    post_send(1, 4 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart + 10);           // cum past what was sent
+    ack(kStart, {kStart + 5});  // SACK of a PSN never sent
+    EXPECT_EQ(tx->counters().invalid_acks, 2u);
+    EXPECT_EQ(tx->oldest_unacked(), kStart);
+    ack(kStart + 2);
+    ack(kStart + 1, {kStart + 3});  // behind the newest: carries nothing new
+    EXPECT_EQ(tx->counters().stale_acks, 1u);
+    EXPECT_FALSE(tx->known_delivered(kStart + 3));
+    EXPECT_EQ(tx->oldest_unacked(), kStart + 2);
+}
+
+TEST_F(SenderTest, EcnEchoShrinksTheWindowAndFairShareCapsIt) {
+    config.congestion.initial_cwnd = 32;
+    reset();
+    post_send(1, 200 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart + 32, {}, /*ce=*/32);  // a whole window marked
+    EXPECT_NEAR(tx->congestion().cwnd(), 16.0, 0.5);
+    sent();
+    now += kRtt;
+    Packet a = ack_packet(kStart + 40, {}, 0, static_cast<std::uint32_t>(now - kRtt));
+    a.ack().fair_share = 4;
+    tx->on_ack(a, now);
+    EXPECT_EQ(tx->window(), 4u);
+    sent();
+    EXPECT_LE(tx->inflight(), 8u + 4u);
+}
+
+TEST_F(SenderTest, ReadRequestAndResponses) {
+    post_read(1, 1000);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_TRUE(p[0].bth.has(kAckReq));
+    EXPECT_EQ(p[0].rreq().va, 0x20000u);
+    EXPECT_EQ(p[0].rreq().rkey, 0x20u);
+    EXPECT_EQ(p[0].rreq().len, 1000u);
+    EXPECT_EQ(p[0].rreq().offset, 0u);
+    EXPECT_EQ(tx->next_psn(), kStart + 4);  // 4 response PSNs
+    respond(p[0]);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].opcode, WcOpcode::RdmaRead);
+    EXPECT_EQ(done[0].byte_len, 1000u);
+    const auto remote = pattern_bytes(1 << 20, 5);
+    EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
+    // The responses acknowledged the READ's PSNs.
+    EXPECT_EQ(tx->oldest_unacked(), kStart + 4);
+}
+
+TEST_F(SenderTest, LargeReadIsRequestedInParts) {
+    config.max_read_packets = 4;
+    reset();
+    post_read(1, 10 * kMtu + 5);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 4, kStart + 8}));
+    EXPECT_EQ(p[1].rreq().va, 0x20000u + 4 * kMtu);
+    EXPECT_EQ(p[1].rreq().offset, 4 * kMtu);
+    EXPECT_EQ(p[1].rreq().len, 4 * kMtu);
+    EXPECT_EQ(p[2].rreq().offset, 8 * kMtu);
+    EXPECT_EQ(p[2].rreq().len, 2 * kMtu + 5);
+    for (const Packet& part : p) {
+        EXPECT_EQ(part.rreq().msn, p[0].rreq().msn);  // one READ message
+        EXPECT_FALSE(part.bth.has(kRetx));
+    }
+    respond(p[2]);
+    respond(p[0]);
+    EXPECT_TRUE(tx->take_completions().empty());
+    respond(p[1]);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    const auto remote = pattern_bytes(1 << 20, 5);
+    EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
+}
+
+TEST_F(SenderTest, LostReadResponsesAreReReadExactly) {
+    post_read(1, 12 * kMtu + 100);
+    const auto req = sent().at(0);
+    // Responses 2, 3 and 6 are lost: 2 and 3 have 8 later responses arrive after them, so
+    // they are re-read at once; 6 has only 6 and waits for the timer.
+    respond(req, {2, 3, 6});
+    auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_EQ(p[0].bth.psn, kStart + 2);
+    EXPECT_EQ(p[0].rreq().offset, 2 * kMtu);
+    EXPECT_EQ(p[0].rreq().len, 2 * kMtu);  // the run of lost responses
+    EXPECT_EQ(p[0].rreq().va, 0x20000u + 2 * kMtu);
+    EXPECT_EQ(p[0].rreq().msn, req.rreq().msn);
+    EXPECT_EQ(tx->counters().rereads, 1u);
+    now += kRtt;
+    respond(p[0]);
+    EXPECT_TRUE(tx->take_completions().empty());
+    now = *tx->next_timer();
+    tx->on_timer(now);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.psn, kStart + 6);
+    EXPECT_EQ(p[0].rreq().len, kMtu);
+    respond(p[0]);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    const auto remote = pattern_bytes(1 << 20, 5);
+    EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
+}
+
+TEST_F(SenderTest, ReadResponsesAllLostAreReReadAfterTheTimer) {
+    post_read(1, 3 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart + 3);  // the request arrived, the responses never do
+    const TimeUs t = *tx->next_timer();
+    EXPECT_EQ(t, now + 1000);
+    now = t;
+    tx->on_timer(now);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.psn, kStart);
+    EXPECT_EQ(p[0].rreq().offset, 0u);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+}
+
+TEST_F(SenderTest, CompletionsInPostingOrderAndFence) {
+    post_read(1, 100);
+    WorkRequest fenced;
+    fenced.wr_id = 2;
+    fenced.opcode = WrOpcode::Write;
+    fenced.data = pattern_bytes(10, 2);
+    fenced.rkey = 0x10;
+    fenced.fence = true;
+    tx->post(fenced, now);
+    auto p = sent();
+    ASSERT_EQ(p.size(), 1u);  // the fenced WRITE waits for the READ
+    now += kRtt;
+    ack(kStart + 1);
+    EXPECT_TRUE(sent().empty());
+    respond(p[0]);
+    auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::Write);
+
+    // A SEND acknowledged before an earlier READ completes waits for it.
+    post_read(3, 100);
+    post_send(4, 10);
+    const auto q = sent();
+    ASSERT_EQ(q.size(), 2u);
+    now += kRtt;
+    ack(tx->next_psn());
+    done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 2u);
+    respond(q[0]);
+    done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 3u);
+    EXPECT_EQ(done[1].wr_id, 4u);
+}
+
+TEST_F(SenderTest, UnsignaledSuccessHasNoCompletion) {
+    WorkRequest wr;
+    wr.wr_id = 1;
+    wr.data = {1, 2, 3};
+    wr.signaled = false;
+    tx->post(wr, now);
+    sent();
+    ack(kStart + 1);
+    EXPECT_TRUE(tx->take_completions().empty());
+    EXPECT_EQ(tx->outstanding_wrs(), 0u);
+}
+
+TEST_F(SenderTest, LossyPathIsAvoidedAndRecovers) {
+    config.congestion.initial_cwnd = 64;
+    reset();
+    post_send(1, 400 * kMtu);
+    std::set<Psn> delivered;
+    std::uint64_t on_bad_path_late = 0;
+    // Path 2 drops everything: the ACKs show every packet but those sent on it.
+    for (int round = 0; round < 40; ++round) {
+        for (const Packet& p : sent()) {
+            if (p.bth.path != 2) delivered.insert(p.bth.psn);
+            if (round > 20 && p.bth.path == 2) ++on_bad_path_late;
+        }
+        now += kRtt;
+        Psn cum = tx->oldest_unacked();
+        while (delivered.count(cum) != 0) cum = psn_next(cum);
+        SackBitmap b(cum);
+        for (const Psn q : delivered) {
+            if (psn_diff(q, cum) > 0 && psn_diff(q, cum) <= 256) b.mark(q);
+        }
+        Packet a = ack_packet(cum, {}, 0, static_cast<std::uint32_t>(now - kRtt), 0);
+        a.ack().sack = b.to_wire();
+        tx->on_ack(a, now);
+        if (const auto t = tx->next_timer(); t && *t <= now) tx->on_timer(now);
+    }
+    EXPECT_EQ(tx->paths()[2].state, PathState::Failed);
+    // After failing, path 2 only carries the odd probe.
+    EXPECT_LE(on_bad_path_late, 3u);
+    EXPECT_FALSE(tx->in_error());
+
+    // The path heals: an ACK echoing a probe on it makes it ACTIVE again.
+    now += 100'000;
+    tx->on_timer(now);
+    Packet a = ack_packet(tx->oldest_unacked(), {}, 0, static_cast<std::uint32_t>(now - kRtt), 2);
+    tx->on_ack(a, now);
+    EXPECT_EQ(tx->paths()[2].state, PathState::Active);
+}
+
+class SenderWrapTest : public SenderTest {};
+
+TEST_F(SenderWrapTest, PsnsWrapAt24Bits) {
+    config.initial_psn = 0xfffffe;
+    reset();
+    post_send(1, 4 * kMtu);
+    const auto p = sent();
+    EXPECT_EQ(psns(p), (std::vector<Psn>{0xfffffe, 0xffffff, 0, 1}));
+    now += kRtt;
+    Packet a = ack_packet(0xffffff, {0, 1}, 0, static_cast<std::uint32_t>(now - kRtt));
+    tx->on_ack(a, now);
+    EXPECT_TRUE(tx->known_delivered(0xfffffe));
+    EXPECT_TRUE(tx->known_delivered(1));
+    EXPECT_FALSE(tx->known_delivered(0xffffff));
+    ack(2);
+    EXPECT_EQ(tx->take_completions().size(), 1u);
+    EXPECT_EQ(tx->oldest_unacked(), 2u);
+}
+
+}  // namespace
+}  // namespace metaroce
