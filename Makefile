@@ -28,6 +28,8 @@ deps:
 
 kernel:
 	$(MAKE) -C kernel KDIR=$(KDIR) KVER=$(KVER) WERROR=$(WERROR)
+	$(MAKE) -C selftests/metaroce/ktest KDIR=$(KDIR) KVER=$(KVER) \
+		WERROR=$(WERROR)
 
 userspace:
 	cmake -S userspace -B $(CMAKE_BUILD) $(CMAKE_FLAGS) >/dev/null
@@ -48,23 +50,30 @@ uninstall:
 	xargs -r rm -f < $(CMAKE_BUILD)/install_manifest.txt 2>/dev/null || true
 	$(MAKE) -C ebpf BUILD=$(BUILD)/ebpf uninstall
 
-# Host unit tests, then the VM selftests.
-check: check-host check-vm
+# INSTALLED=1: test what "make install" put on the host instead of the
+# build tree.
+INSTALLED ?=
+TEST_FLAGS := $(if $(INSTALLED),--installed)
+
+# Everything: host unit tests, sanitizers and fuzzing, the VM selftests.
+check: deps all
+	scripts/check.sh $(TEST_FLAGS)
 
 check-host: userspace
 	cd $(CMAKE_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 check-vm: all
-	selftests/run.sh
+	selftests/run.sh $(TEST_FLAGS)
 
-run: all
-	scripts/run-write-bw.sh
+run: deps all
+	scripts/run-write-bw.sh $(TEST_FLAGS)
 
-bench: all
-	scripts/bench.sh
+bench: deps all
+	scripts/bench.sh $(TEST_FLAGS)
 
 clean:
 	$(MAKE) -C kernel KDIR=$(KDIR) clean
+	$(MAKE) -C selftests/metaroce/ktest KDIR=$(KDIR) clean
 	rm -rf $(BUILD)
 
 .PHONY: all deps kernel userspace ebpf install uninstall check check-host \

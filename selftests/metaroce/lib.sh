@@ -73,3 +73,17 @@ rdma_link_add_fails() {
 slab_kb() {
 	sed -n 's/^SUnreclaim: *\([0-9]*\) kB/\1/p' /proc/meminfo
 }
+
+# settled_slab_kb: unreclaimable slab once frees deferred by RCU (batched
+# for up to 5 s) have drained: the lowest of samples over 8 s.
+settled_slab_kb() {
+	local low cur i
+
+	low=$(slab_kb)
+	for i in $(seq 16); do
+		busybox sleep 0.5
+		cur=$(slab_kb)
+		((cur < low)) && low=$cur
+	done
+	echo "$low"
+}

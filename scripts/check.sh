@@ -1,0 +1,84 @@
+#!/bin/bash
+# make check: every test, with one summary line at the end.
+#   1. host unit tests (CTest: the provider, libsoftmetaroce)
+#   2. libsoftmetaroce under AddressSanitizer and UBSan (clang), and the
+#      codec fuzzer for a bounded time (CHECK_FUZZ_SECONDS, default 30)
+#   3. the VM selftests (selftests/run.sh), which boot Debian's kernel
+# Pass --installed to test what "make install" put on the host.
+set -uo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+JOBS=$(nproc)
+cd "$TOP"
+
+passed=0
+failed=0
+
+# count PASSED FAILED: add to the totals.
+count() {
+	passed=$((passed + $1))
+	failed=$((failed + $2))
+}
+
+# ctest_counts LOG: "P F" from CTest's "N% tests passed, F tests failed out
+# of T" line (one failure when there is no such line).
+ctest_counts() {
+	local line total fail
+	line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -n 1)
+	if [[ -z $line ]]; then
+		echo "0 1"
+		return
+	fi
+	fail=$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")
+	total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+	echo "$((total - fail)) $fail"
+}
+
+echo "=== host unit tests"
+(cd "$BUILD/userspace" && ctest --output-on-failure -j "$JOBS") 2>&1 |
+	tee "$BUILD/ctest.log"
+count $(ctest_counts "$BUILD/ctest.log")
+
+echo "=== libsoftmetaroce with ASan and UBSan (clang), codec fuzzer"
+san=$BUILD/sanitize
+if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
+	-DMETAROCE_FUZZ=ON -DMETAROCE_WERROR=ON >"$BUILD/sanitize.log" 2>&1 &&
+	cmake --build "$san" -j "$JOBS" --target softmetaroce_tests \
+		softmetaroce_codec_fuzz softmetaroce_seed_corpus \
+		softmetaroce_codec_replay >>"$BUILD/sanitize.log" 2>&1; then
+	(cd "$san" && ctest -L softmetaroce -j "$JOBS") 2>&1 |
+		tee "$BUILD/ctest-sanitize.log" | tail -n 3
+	count $(ctest_counts "$BUILD/ctest-sanitize.log")
+
+	corpus=$(mktemp -d)
+	"$san"/libsoftmetaroce/softmetaroce_seed_corpus "$corpus" >/dev/null
+	if "$san"/libsoftmetaroce/softmetaroce_codec_fuzz \
+		-max_total_time="${CHECK_FUZZ_SECONDS:-30}" "$corpus" \
+		>"$BUILD/fuzz.log" 2>&1; then
+		echo "fuzz: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' \
+			"$BUILD/fuzz.log" | tail -n 1), no crash"
+		count 1 0
+	else
+		tail -n 30 "$BUILD/fuzz.log"
+		echo "fuzz: FAILED (log: $BUILD/fuzz.log)"
+		count 0 1
+	fi
+	rm -rf "$corpus"
+else
+	tail -n 30 "$BUILD/sanitize.log"
+	echo "sanitizer build FAILED"
+	count 0 1
+fi
+
+echo "=== VM selftests"
+selftests/run.sh "$@" | tee "$BUILD/selftests.log"
+line=$(grep -E '^selftests: [0-9]+ passed, [0-9]+ failed' "$BUILD/selftests.log" |
+	tail -n 1)
+if [[ -n $line ]]; then
+	count $(sed -E 's/selftests: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+else
+	count 0 1
+fi
+
+echo "check: $passed passed, $failed failed"
+((failed == 0))
