@@ -190,7 +190,10 @@ static u8 data_flags(const struct soft_swqe *swqe, u32 k)
 		if (swqe->wqe.opcode == IB_WR_SEND_WITH_IMM ||
 		    swqe->wqe.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 			flags |= METAROCE_F_IMM;
-		if (swqe->wqe.flags & METAROCE_WQE_SOLICITED)
+		/* Only a message that consumes a receive can be solicited. */
+		if ((swqe->wqe.flags & METAROCE_WQE_SOLICITED) &&
+		    (swqe->wire_op == METAROCE_OP_SEND ||
+		     swqe->wqe.opcode == IB_WR_RDMA_WRITE_WITH_IMM))
 			flags |= METAROCE_F_SOLICITED;
 	}
 	return flags;

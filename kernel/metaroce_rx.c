@@ -25,13 +25,62 @@ union ext_hdr {
 	struct metaroce_ack ack;
 };
 
+/* Also: v1 carries stream 0 only (protocol.md section 9). */
 static bool reserved_bits_clear(const struct metaroce_bth *bth)
 {
 	return !(bth->version & 0x0f) && !(bth->flags & ~METAROCE_F_ALL) &&
+	       !bth->stream &&
 	       !(be32_to_cpu(bth->dqpn) & ~METAROCE_QPN_MASK) &&
 	       !(be32_to_cpu(bth->sqpn) & ~METAROCE_QPN_MASK) &&
 	       !(be32_to_cpu(bth->psn) & ~METAROCE_PSN_MASK) &&
 	       !bth->reserved;
+}
+
+/* The flags each opcode may carry (protocol.md section 3). */
+static bool flags_allowed(u8 opcode, u8 flags)
+{
+	switch (opcode) {
+	case METAROCE_OP_SEND:
+	case METAROCE_OP_WRITE:
+		return true;
+	case METAROCE_OP_READ_REQ:
+		return !(flags & ~(METAROCE_F_ACK_REQ | METAROCE_F_RETX));
+	case METAROCE_OP_READ_RESP:
+		return !(flags & ~(METAROCE_F_FIRST | METAROCE_F_LAST |
+				   METAROCE_F_RETX));
+	case METAROCE_OP_UD_SEND:
+		return (flags & (METAROCE_F_FIRST | METAROCE_F_LAST)) ==
+		       (METAROCE_F_FIRST | METAROCE_F_LAST) &&
+		       !(flags & (METAROCE_F_ACK_REQ | METAROCE_F_RETX));
+	default:
+		return !flags;
+	}
+}
+
+/* Fields an opcode gives as 0 must be 0. */
+static bool zero_fields_clear(const struct soft_pkt_info *pkt)
+{
+	switch (pkt->opcode) {
+	case METAROCE_OP_SEND:
+	case METAROCE_OP_READ_RESP:
+		if (pkt->deth.key)
+			return false;
+		break;
+	case METAROCE_OP_UD_SEND:
+		if (pkt->deth.msn)
+			return false;
+		break;
+	case METAROCE_OP_ACK:
+		if (pkt->ack.syndrome == METAROCE_ACK)
+			return !pkt->ack.nak_psn && !pkt->ack.nak_arg;
+		if (pkt->ack.syndrome == METAROCE_NAK_RNR)
+			return pkt->ack.nak_arg < 32;
+		return pkt->ack.syndrome == METAROCE_NAK_VERSION ||
+		       !pkt->ack.nak_arg;
+	default:
+		return true;
+	}
+	return (pkt->flags & METAROCE_F_IMM) || !pkt->deth.imm;
 }
 
 static void parse_deth(struct soft_pkt_info *pkt, const struct metaroce_deth *d)
@@ -113,6 +162,39 @@ static void read_addresses(struct sk_buff *skb, struct soft_pkt_info *pkt)
 		ether_addr_copy(pkt->smac, eth_hdr(skb)->h_source);
 }
 
+static struct metaroce_qp *get_qp(struct metaroce_dev *mdev, u32 qpn);
+static bool from_peer(const struct metaroce_qp *qp,
+		      const struct soft_pkt_info *pkt);
+
+/*
+ * A newer version than ours, for a connected QP from its peer: say which
+ * version we speak (protocol.md section 13). The BTH of later versions
+ * starts as ours does, so its QPNs and PSN are read at our offsets.
+ */
+static void nak_version(struct metaroce_dev *mdev, struct sk_buff *skb,
+			const struct metaroce_bth *bth)
+{
+	struct soft_ack_info nak = {
+		.syndrome = METAROCE_NAK_VERSION,
+		.nak_arg = METAROCE_VERSION,
+		.nak_psn = be32_to_cpu(bth->psn) & METAROCE_PSN_MASK,
+	};
+	struct soft_pkt_info pkt = {
+		.sqpn = be32_to_cpu(bth->sqpn) & METAROCE_QPN_MASK,
+	};
+	struct metaroce_qp *qp;
+
+	qp = get_qp(mdev, be32_to_cpu(bth->dqpn) & METAROCE_QPN_MASK);
+	if (!qp)
+		return;
+	read_addresses(skb, &pkt);
+	if (qp->ibqp.qp_type == IB_QPT_RC && from_peer(qp, &pkt) &&
+	    READ_ONCE(qp->state) >= IB_QPS_RTR &&
+	    READ_ONCE(qp->state) <= IB_QPS_SQE)
+		soft_ack_send(qp->soft, &nak);
+	metaroce_qp_put(qp);
+}
+
 /*
  * Fills @pkt from @skb (skb->data at the UDP header). Returns false, having
  * counted why, if the packet is not well formed.
@@ -130,6 +212,8 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 		goto malformed;
 	if ((bth.version >> 4) != METAROCE_VERSION) {
 		metaroce_count(mdev, RX_BAD_VERSION);
+		if ((bth.version >> 4) > METAROCE_VERSION)
+			nak_version(mdev, skb, &bth);
 		return false;
 	}
 	ext_len = metaroce_ext_len(bth.opcode);
@@ -151,7 +235,8 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 	pkt->payload_offset = off + METAROCE_BTH_LEN + ext_len;
 	pkt->payload_len = skb->len - pkt->payload_offset;
 
-	if (pkt->payload_len && !metaroce_op_has_payload(pkt->opcode))
+	if ((pkt->payload_len && !metaroce_op_has_payload(pkt->opcode)) ||
+	    !flags_allowed(pkt->opcode, pkt->flags))
 		goto malformed;
 	switch (ext_len) {
 	case METAROCE_DETH_LEN:
@@ -168,6 +253,8 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 			goto malformed;
 		break;
 	}
+	if (!zero_fields_clear(pkt))
+		goto malformed;
 	read_addresses(skb, pkt);
 	return true;
 
