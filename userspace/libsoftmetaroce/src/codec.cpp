@@ -36,11 +36,9 @@ constexpr std::uint32_t k24BitReservedMask = ~std::uint32_t{METAROCE_PSN_MASK};
 // Highest RNR timer value in the IB encoding.
 constexpr std::uint8_t kMaxRnrTimerCode = 31;
 
-// The flags each opcode may carry (section 3; where the spec is silent, see the notes):
-// - SOLICITED also on a WRITE with immediate (checked separately): verbs allow it there.
-// - READ_REQ: ACK_REQ and RETX only; it is not a data packet, so no FIRST/LAST.
-// - READ_RESP: FIRST, LAST and RETX (answering a re-read); nobody ACKs READ_RESP, so no ACK_REQ.
-// - UD_SEND: a single unacknowledged packet, so no ACK_REQ or RETX.
+// The flags each opcode may carry (protocol.md section 3): SEND and WRITE any defined flag,
+// READ_REQ ACK_REQ and RETX, READ_RESP FIRST, LAST and RETX, UD_SEND FIRST and LAST (both,
+// checked with the lengths), IMM and SOLICITED, an ACK none.
 std::uint8_t allowed_flags(Opcode op) {
     using namespace flag;
     switch (op) {
@@ -101,10 +99,13 @@ Ack load_ack(const std::uint8_t* p, std::uint8_t& raw_syndrome) {
 
 // Length rules of a data packet whose offset in its message is known (SEND, READ_RESP, a
 // first WRITE packet): every packet but the last carries exactly one MTU, the last the rest,
-// a zero-length message is one empty packet, and FIRST/LAST mark offset 0 and the end.
+// a zero-length message is one empty packet, and FIRST/LAST mark offset 0 and the end. A
+// READ_RESP's "message" is the READ_REQ part it answers (its msg_len is the part's end), and
+// FIRST marks the first response of the part, which need not be at offset 0
+// (`first_at_zero` false): only LAST can be checked there.
 std::optional<ParseError> check_known_offset(std::uint64_t offset, std::uint32_t payload,
                                              std::uint32_t msg_len, std::uint8_t flags,
-                                             std::uint32_t mtu) {
+                                             std::uint32_t mtu, bool first_at_zero = true) {
     // Written so that no sum can overflow, whatever the offset.
     if (offset % mtu != 0 || offset > msg_len || payload > msg_len - offset) {
         return ParseError::InconsistentLength;
@@ -114,7 +115,10 @@ std::optional<ParseError> check_known_offset(std::uint64_t offset, std::uint32_t
     if (ends_message && payload == 0 && msg_len != 0) return ParseError::InconsistentLength;
     const bool first = (flags & flag::kFirst) != 0;
     const bool last = (flags & flag::kLast) != 0;
-    if (first != (offset == 0) || last != ends_message) return ParseError::InconsistentFlags;
+    if (last != ends_message) return ParseError::InconsistentFlags;
+    if (first_at_zero ? first != (offset == 0) : (offset == 0 && !first)) {
+        return ParseError::InconsistentFlags;
+    }
     return std::nullopt;
 }
 
@@ -146,13 +150,13 @@ std::optional<ParseError> check_deth(const Bth& bth, const Deth& d, std::uint32_
     if (!bth.has(flag::kImm) && d.imm != 0) return ParseError::FieldMustBeZero;
     switch (bth.opcode) {
         case Opcode::Send:
-        case Opcode::ReadResponse:
             if (d.key != 0) return ParseError::FieldMustBeZero;
             return check_known_offset(d.addr, payload, d.msg_len, bth.flags, mtu);
+        case Opcode::ReadResponse:
+            if (d.key != 0) return ParseError::FieldMustBeZero;
+            return check_known_offset(d.addr, payload, d.msg_len, bth.flags, mtu,
+                                      /*first_at_zero=*/false);
         case Opcode::Write:
-            if (bth.has(flag::kSolicited) && !bth.has(flag::kImm)) {
-                return ParseError::FlagNotAllowed;
-            }
             return check_write_lengths(payload, d.msg_len, bth.flags, mtu);
         case Opcode::UdSend:
             if (d.addr != 0 || d.msn != 0) return ParseError::FieldMustBeZero;
@@ -228,6 +232,7 @@ Result<Packet, ParseError> decode(std::span<const std::uint8_t> bytes,
     if (((bth.dqpn | bth.sqpn | bth.psn) & k24BitReservedMask) != 0 || bth_reserved != 0) {
         return Unexpected(ParseError::ReservedBitsSet);
     }
+    if (bth.stream != 0) return Unexpected(ParseError::StreamNotZero);
 
     const int ext_len = metaroce_ext_len(raw_opcode);
     if (ext_len < 0) return Unexpected(ParseError::UnknownOpcode);
@@ -372,6 +377,8 @@ std::string_view to_string(ParseError error) {
             return "PayloadTooLong";
         case ParseError::InconsistentLength:
             return "InconsistentLength";
+        case ParseError::StreamNotZero:
+            return "StreamNotZero";
     }
     return "ParseError(?)";
 }

@@ -47,7 +47,8 @@ void CongestionControl::end_observation_window() {
 }
 
 void CongestionControl::on_rto() {
-    cwnd_scaled_ = std::max<std::uint32_t>(cwnd_scaled_ / 2, config_.min_cwnd * kScale);
+    const std::uint32_t floor = std::min(config_.rto_min_cwnd, config_.max_cwnd) * kScale;
+    cwnd_scaled_ = std::max<std::uint32_t>(cwnd_scaled_ / 2, floor);
 }
 
 std::uint32_t CongestionControl::window(std::uint16_t fair_share) const {

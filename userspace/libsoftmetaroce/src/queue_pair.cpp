@@ -30,9 +30,7 @@ void QueuePair::post_send(WorkRequest wr, TimeUs now) {
     sync_error_state();
 }
 
-bool QueuePair::post_recv(std::uint8_t stream, ReceiveWqe wqe) {
-    return receiver_.post_recv(stream, std::move(wqe));
-}
+bool QueuePair::post_recv(ReceiveWqe wqe) { return receiver_.post_recv(std::move(wqe)); }
 
 void QueuePair::on_datagram(std::span<const std::uint8_t> bytes, bool ce, TimeUs now) {
     ++counters_.datagrams;

@@ -9,13 +9,15 @@ namespace metaroce {
 namespace {
 
 constexpr std::uint32_t kMaxCeCount = 0xffff;
+// A packet that arrives ahead of a gap is acknowledged at once when at least this many
+// packets are unacknowledged (section 11), so the sender learns of the gap soon.
+constexpr std::uint32_t kAckAheadOfGapMin = 4;
 
-Completion receive_completion(std::uint64_t wr_id, WcStatus status, std::uint8_t stream) {
+Completion receive_completion(std::uint64_t wr_id, WcStatus status) {
     Completion c;
     c.wr_id = wr_id;
     c.status = status;
     c.opcode = WcOpcode::Recv;
-    c.stream = stream;
     return c;
 }
 
@@ -33,13 +35,13 @@ Receiver::Receiver(const ReceiverConfig& config, MemoryModel& memory, FairShareT
     for (unsigned i = 0; i < count; ++i) entropies_.push_back(PathSet::entropy_for(config_.qpn, i));
 }
 
-bool Receiver::post_recv(std::uint8_t stream_id, ReceiveWqe wqe) {
+bool Receiver::post_recv(ReceiveWqe wqe) {
     if (!memory_.valid_receive_buffer(wqe)) return false;
     if (error_) {
-        completions_.push_back(receive_completion(wqe.wr_id, WcStatus::WrFlushErr, stream_id));
+        completions_.push_back(receive_completion(wqe.wr_id, WcStatus::WrFlushErr));
         return true;
     }
-    stream(stream_id).wqes.push_back(PostedWqe{std::move(wqe), std::nullopt});
+    wqes_.push_back(PostedWqe{std::move(wqe), std::nullopt});
     return true;
 }
 
@@ -86,8 +88,6 @@ void Receiver::handle_data(const Packet& packet, TimeUs now) {
             break;
     }
 
-    // Out of order: it leaves a gap (not at cum_psn) or fills one (PSNs after it arrived).
-    const bool out_of_order = psn != window_.cum_psn() || window_.has_gap();
     const Refusal refusal =
         packet.bth.opcode == Opcode::Send ? place_send(packet) : place_write(packet);
     if (refusal != Refusal::None) {
@@ -106,12 +106,13 @@ void Receiver::handle_data(const Packet& packet, TimeUs now) {
         }
         std::optional<std::uint32_t> imm;
         if (packet.bth.has(flag::kImm)) imm = d.imm;
-        message_end_at(psn) = MessageEnd{
-            kind, packet.bth.stream, d.msn, d.msg_len, imm, packet.bth.has(flag::kSolicited)};
+        // IMM and SOLICITED come with the last packet (earlier ones may repeat them).
+        message_end_at(psn) =
+            MessageEnd{kind, d.msn, d.msg_len, imm, packet.bth.has(flag::kSolicited)};
     }
     const bool completed_wqe = accept(psn, now);
     if (error_) return;
-    schedule_ack(packet.bth.has(flag::kAckReq) || out_of_order || completed_wqe, now);
+    schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe, ahead_of_gap(psn), now);
 }
 
 Receiver::Refusal Receiver::place_write(const Packet& packet) {
@@ -123,10 +124,9 @@ Receiver::Refusal Receiver::place_write(const Packet& packet) {
     // A WRITE with immediate needs its receive WQE when its last packet arrives (it completes
     // into it); the data itself goes to the region.
     if (packet.bth.has(flag::kImm) && packet.bth.has(flag::kLast)) {
-        const StreamState& st = stream(packet.bth.stream);
-        const auto index = static_cast<std::int32_t>(d.msn - st.front_msn);
+        const auto index = static_cast<std::int32_t>(d.msn - front_msn_);
         if (index < 0) return Refusal::InvalidRequest;
-        if (static_cast<std::size_t>(index) >= st.wqes.size()) return Refusal::Rnr;
+        if (static_cast<std::size_t>(index) >= wqes_.size()) return Refusal::Rnr;
     }
     memory_.write(d.key, d.addr, packet.payload, access::kRemoteWrite);
     return Refusal::None;
@@ -134,11 +134,10 @@ Receiver::Refusal Receiver::place_write(const Packet& packet) {
 
 Receiver::Refusal Receiver::place_send(const Packet& packet) {
     const Deth& d = packet.deth();
-    StreamState& st = stream(packet.bth.stream);
-    const auto index = static_cast<std::int32_t>(d.msn - st.front_msn);
+    const auto index = static_cast<std::int32_t>(d.msn - front_msn_);
     if (index < 0) return Refusal::InvalidRequest;  // that WQE was consumed already
-    if (static_cast<std::size_t>(index) >= st.wqes.size()) return Refusal::Rnr;
-    PostedWqe& posted = st.wqes[static_cast<std::size_t>(index)];
+    if (static_cast<std::size_t>(index) >= wqes_.size()) return Refusal::Rnr;
+    PostedWqe& posted = wqes_[static_cast<std::size_t>(index)];
     if (d.addr + packet.payload.size() > posted.wqe.total_length()) return Refusal::LengthError;
     if (posted.msg_len && *posted.msg_len != d.msg_len) return Refusal::InvalidRequest;
     posted.msg_len = d.msg_len;
@@ -168,7 +167,7 @@ void Receiver::refuse(const Packet& packet, Refusal refusal, TimeUs now) {
         case Refusal::LengthError:
             ++counters_.invalid_naks;
             send_ack(Syndrome::InvalidRequest, psn, 0, now);
-            fail(FailedWqe{packet.bth.stream, packet.deth().msn, WcStatus::LocLenErr});
+            fail(FailedWqe{packet.deth().msn, WcStatus::LocLenErr});
             return;
     }
 }
@@ -176,7 +175,7 @@ void Receiver::refuse(const Packet& packet, Refusal refusal, TimeUs now) {
 void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     const Psn psn = packet.bth.psn;
     const ReadReq& request = packet.rreq();
-    const PendingRead read{psn, request, packet.bth.stream, packet.bth.has(flag::kRetx)};
+    const PendingRead read{psn, request, packet.bth.has(flag::kRetx)};
 
     switch (window_.locate(psn)) {
         case WindowPosition::Duplicate:
@@ -222,16 +221,20 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
         return;
     }
 
-    const bool out_of_order = psn != window_.cum_psn() || window_.has_gap();
-    message_end_at(last) = MessageEnd{MessageKind::Read, packet.bth.stream, request.msn,
-                                      request.len,       std::nullopt,      false};
+    message_end_at(last) =
+        MessageEnd{MessageKind::Read, request.msn, request.len, std::nullopt, false};
     pending_reads_.push_back(read);
     bool completed_wqe = false;
     for (std::uint32_t k = 0; k < packets && !error_; ++k) {
         completed_wqe |= accept(psn_add(psn, k), now);
     }
     if (error_) return;
-    schedule_ack(packet.bth.has(flag::kAckReq) || out_of_order || completed_wqe, now);
+    schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe, ahead_of_gap(psn), now);
+}
+
+bool Receiver::ahead_of_gap(Psn psn) const {
+    // Still at or after cum_psn once accepted: some PSN before it is missing.
+    return !psn_before(psn, window_.cum_psn());
 }
 
 bool Receiver::accept(Psn psn, TimeUs now) {
@@ -254,23 +257,22 @@ bool Receiver::on_cum_advanced(Psn old_cum, TimeUs now) {
 }
 
 bool Receiver::complete_message(const MessageEnd& end, Psn last_psn, TimeUs now) {
-    StreamState& st = stream(end.stream);
-    ++st.completed_messages;
+    ++completed_messages_;
     ++counters_.messages_completed;
     if (end.kind == MessageKind::Write || end.kind == MessageKind::Read) return false;
 
     // Messages complete in PSN order and the requester numbers them in PSN order, so the
     // message must be the one of the oldest WQE; anything else is a requester bug.
-    if (st.wqes.empty() || end.msn != st.front_msn) {
+    if (wqes_.empty() || end.msn != front_msn_) {
         ++counters_.invalid_naks;
         send_ack(Syndrome::InvalidRequest, last_psn, 0, now);
         fail(std::nullopt);
         return false;
     }
-    const PostedWqe posted = std::move(st.wqes.front());
-    st.wqes.pop_front();
-    ++st.front_msn;
-    Completion c = receive_completion(posted.wqe.wr_id, WcStatus::Success, end.stream);
+    const PostedWqe posted = std::move(wqes_.front());
+    wqes_.pop_front();
+    ++front_msn_;
+    Completion c = receive_completion(posted.wqe.wr_id, WcStatus::Success);
     if (end.kind == MessageKind::WriteWithImm) c.opcode = WcOpcode::RecvRdmaWithImm;
     c.byte_len = end.msg_len;
     c.imm = end.imm;
@@ -320,13 +322,13 @@ void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
 
         Packet response;
         response.bth.opcode = Opcode::ReadResponse;
-        response.bth.stream = read.stream;
         response.bth.dqpn = config_.peer_qpn;
         response.bth.sqpn = config_.qpn;
         response.bth.psn = psn_add(read.psn, k);
         response.bth.path = path;
         response.bth.ts = static_cast<std::uint32_t>(now);
-        if (request.offset + begin == 0) response.bth.flags |= flag::kFirst;
+        // FIRST and LAST mark the first and the last response of the part (section 3.2).
+        if (k == 0) response.bth.flags |= flag::kFirst;
         if (k + 1 == packets) response.bth.flags |= flag::kLast;
         if (read.retx) response.bth.flags |= flag::kRetx;
         // The message length is where the request ends: the READ's end for a first request,
@@ -343,9 +345,10 @@ void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
     if (!again) response_cursor_ = cursor;
 }
 
-void Receiver::schedule_ack(bool immediate, TimeUs now) {
+void Receiver::schedule_ack(bool immediate, bool ahead_of_gap, TimeUs now) {
     ++unacked_packets_;
-    if (immediate || unacked_packets_ >= config_.ack_every) {
+    if (immediate || unacked_packets_ >= config_.ack_every ||
+        (ahead_of_gap && unacked_packets_ >= kAckAheadOfGapMin)) {
         send_ack(Syndrome::Ack, 0, 0, now);
     } else if (!delayed_ack_at_) {
         delayed_ack_at_ = now + config_.delayed_ack_us;
@@ -375,21 +378,20 @@ void Receiver::send_ack(Syndrome syndrome, Psn nak_psn, std::uint8_t nak_arg, Ti
     ack.bth.psn = window_.cum_psn();
     ack.bth.path = path;
     ack.bth.ts = static_cast<std::uint32_t>(now);
-    const auto stream0 = streams_.find(0);
-    ack.ext = Ack{
-        .cum_psn = window_.cum_psn(),
-        .nak_psn = syndrome == Syndrome::Ack ? 0 : (nak_psn & kPsnMask),
-        .syndrome = syndrome,
-        .nak_arg = nak_arg,
-        .ce_count = static_cast<std::uint16_t>(ce_since_ack_),
-        .fair_share = fair_share_ != nullptr ? fair_share_->hint(now)
-                                             : static_cast<std::uint16_t>(std::min<std::uint32_t>(
-                                                   config_.receive_budget, 0xffff)),
-        .echo_path = echo_path_,
-        .ts_echo = echo_ts_,
-        // The messages of stream 0 that consumed a receive WQE: the next message number due.
-        .msn = stream0 == streams_.end() ? 0 : stream0->second.front_msn,
-        .sack = window_.to_wire()};
+    ack.ext = Ack{.cum_psn = window_.cum_psn(),
+                  .nak_psn = syndrome == Syndrome::Ack ? 0 : (nak_psn & kPsnMask),
+                  .syndrome = syndrome,
+                  .nak_arg = nak_arg,
+                  .ce_count = static_cast<std::uint16_t>(ce_since_ack_),
+                  .fair_share = fair_share_ != nullptr
+                                    ? fair_share_->hint(now)
+                                    : static_cast<std::uint16_t>(
+                                          std::min<std::uint32_t>(config_.receive_budget, 0xffff)),
+                  .echo_path = echo_path_,
+                  .ts_echo = echo_ts_,
+                  // The messages that consumed a receive WQE: the next message number due.
+                  .msn = front_msn_,
+                  .sack = window_.to_wire()};
     outbox_.push_back(OutboundPacket{std::move(ack), entropies_[path]});
     ++counters_.acks_sent;
     // Every ACK or NAK carries the full state and the CE count since the previous one.
@@ -401,16 +403,14 @@ void Receiver::send_ack(Syndrome syndrome, Psn nak_psn, std::uint8_t nak_arg, Ti
 void Receiver::fail(std::optional<FailedWqe> failed) {
     if (error_) return;
     error_ = true;
-    for (auto& [id, st] : streams_) {
-        std::uint32_t msn = st.front_msn;
-        for (PostedWqe& posted : st.wqes) {
-            WcStatus status = WcStatus::WrFlushErr;
-            if (failed && failed->stream == id && failed->msn == msn) status = failed->status;
-            completions_.push_back(receive_completion(posted.wqe.wr_id, status, id));
-            ++msn;
-        }
-        st.wqes.clear();
+    std::uint32_t msn = front_msn_;
+    for (PostedWqe& posted : wqes_) {
+        WcStatus status = WcStatus::WrFlushErr;
+        if (failed && failed->msn == msn) status = failed->status;
+        completions_.push_back(receive_completion(posted.wqe.wr_id, status));
+        ++msn;
     }
+    wqes_.clear();
     pending_reads_.clear();
     message_ends_.fill(std::nullopt);
     delayed_ack_at_.reset();
@@ -419,16 +419,6 @@ void Receiver::fail(std::optional<FailedWqe> failed) {
 std::vector<OutboundPacket> Receiver::take_outbox() { return std::exchange(outbox_, {}); }
 
 std::vector<Completion> Receiver::take_completions() { return std::exchange(completions_, {}); }
-
-std::size_t Receiver::posted_wqes(std::uint8_t stream_id) const {
-    const auto it = streams_.find(stream_id);
-    return it == streams_.end() ? 0 : it->second.wqes.size();
-}
-
-std::uint32_t Receiver::completed_messages(std::uint8_t stream_id) const {
-    const auto it = streams_.find(stream_id);
-    return it == streams_.end() ? 0 : it->second.completed_messages;
-}
 
 bool Receiver::path_failed(std::uint16_t index) const {
     return paths_ != nullptr && index < paths_->size() &&

@@ -7,6 +7,7 @@ namespace metaroce {
 RttEstimator::RttEstimator(const RttConfig& config) : config_(config) {}
 
 void RttEstimator::on_sample(TimeUs rtt_us) {
+    backoff_ = 0;
     if (!srtt_) {
         srtt_ = rtt_us;
         rttvar_ = rtt_us / 2;

@@ -15,15 +15,8 @@ constexpr std::uint8_t kInfiniteRnrRetry = 7;
 constexpr std::uint32_t kMaxRttSampleUs = 10'000'000;
 
 constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
-
-// Backoff never stretches one wait past the transport timeout, so that every timeout period
-// without progress (each counts a retry, section 8) sees at least one retransmission.
-RttConfig capped_by_transport_timeout(RttConfig rtt, std::uint8_t timeout) {
-    if (const std::optional<TimeUs> period = transport_timeout_us(timeout)) {
-        rtt.max_rto_us = std::max(rtt.min_rto_us, std::min(rtt.max_rto_us, *period));
-    }
-    return rtt;
-}
+// Tail-loss probe timeout: max(2 * SRTT, 1 ms) (section 8).
+constexpr TimeUs kMinTailProbeUs = 1000;
 
 WcOpcode wc_opcode_for(const WorkRequest& wr) {
     if (wr.is_read()) return WcOpcode::RdmaRead;
@@ -46,12 +39,11 @@ Sender::Sender(const SenderConfig& config)
       transport_timeout_(transport_timeout_us(config.timeout)),
       paths_(config.qpn, config.num_paths, config.paths),
       congestion_(config.congestion),
-      rtt_(capped_by_transport_timeout(config.rtt, config.timeout)),
+      rtt_(config.rtt),
       reorder_(config.reorder_allowance),
       snd_una_(config.initial_psn & kPsnMask),
       snd_nxt_(config.initial_psn & kPsnMask) {
     if (!is_valid_mtu(config_.mtu)) config_.mtu = 1024;
-    config_.rtt = capped_by_transport_timeout(config_.rtt, config_.timeout);
     config_.max_read_packets = std::clamp<std::uint32_t>(config_.max_read_packets, 1, kWindowPsns);
     config_.max_rd_atomic = std::max<std::uint32_t>(config_.max_rd_atomic, 1);
 }
@@ -148,7 +140,6 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     Packet pkt;
     pkt.bth.opcode = Opcode::ReadRequest;
     pkt.bth.flags = flag::kRetx | flag::kAckReq;
-    pkt.bth.stream = wr.wr.stream;
     pkt.bth.dqpn = config_.peer_qpn;
     pkt.bth.sqpn = config_.qpn;
     pkt.bth.psn = psn_add(wr.first_psn, range.first);
@@ -206,8 +197,7 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
     if (!wr.started) {
         // Message numbers count the messages that consume a receive WQE (the k-th selects the
         // k-th WQE); a plain WRITE or a READ carries the number of the next such message.
-        std::uint32_t& next_msn = next_msn_[req.stream];
-        wr.msn = req.consumes_receive_wqe() ? next_msn++ : next_msn;
+        wr.msn = req.consumes_receive_wqe() ? next_msn_++ : next_msn_;
         wr.first_psn = snd_nxt_;
         wr.started = true;
     }
@@ -217,15 +207,16 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
     const bool first = offset == 0;
     const bool last = offset + len == size;
 
-    // Every packet of a message carries its MSN, length and immediate data (section 3.1), so
-    // IMM and SOLICITED, which describe the message, are set on every packet too.
+    // Every packet of a message carries its MSN and length (section 3.1); IMM with the
+    // immediate value and SOLICITED go on the last packet only (section 3), which also asks for
+    // an ACK (section 8).
+    const bool with_imm = last && req.has_imm();
     Packet pkt;
     pkt.bth.opcode = req.is_send() ? Opcode::Send : Opcode::Write;
     if (first) pkt.bth.flags |= flag::kFirst;
     if (last) pkt.bth.flags |= flag::kLast | flag::kAckReq;
-    if (req.has_imm()) pkt.bth.flags |= flag::kImm;
-    if (req.solicited && req.consumes_receive_wqe()) pkt.bth.flags |= flag::kSolicited;
-    pkt.bth.stream = req.stream;
+    if (with_imm) pkt.bth.flags |= flag::kImm;
+    if (last && req.solicited && req.consumes_receive_wqe()) pkt.bth.flags |= flag::kSolicited;
     pkt.bth.dqpn = config_.peer_qpn;
     pkt.bth.sqpn = config_.qpn;
     pkt.bth.psn = snd_nxt_;
@@ -233,7 +224,7 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
                    .key = req.is_write() ? req.rkey : 0,
                    .msn = wr.msn,
                    .msg_len = size,
-                   .imm = req.has_imm() ? req.imm : 0};
+                   .imm = with_imm ? req.imm : 0};
     pkt.payload.assign(req.data.begin() + offset, req.data.begin() + offset + len);
 
     wr.issued_bytes += len;
@@ -253,7 +244,7 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
 void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
     const WorkRequest& req = wr.wr;
     if (!wr.started) {
-        wr.msn = next_msn_[req.stream];
+        wr.msn = next_msn_;
         wr.first_psn = snd_nxt_;
         wr.started = true;
     }
@@ -266,8 +257,7 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
 
     Packet pkt;
     pkt.bth.opcode = Opcode::ReadRequest;
-    pkt.bth.flags = flag::kAckReq;  // the last (only) packet the requester sends for it
-    pkt.bth.stream = req.stream;
+    pkt.bth.flags = flag::kAckReq;  // every READ_REQ asks for an ACK (section 8)
     pkt.bth.dqpn = config_.peer_qpn;
     pkt.bth.sqpn = config_.qpn;
     pkt.bth.psn = snd_nxt_;
@@ -305,12 +295,13 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     Packet pkt = slot.packet;
     pkt.bth.path = choice.index;
     pkt.bth.ts = static_cast<std::uint32_t>(now);
-    if (retransmission) pkt.bth.flags |= flag::kRetx;
-    // ACK_REQ: last packet of a message (already set), three quarters of the window in
-    // flight, and on probes and timeout retransmissions, whose fate we want to learn soon.
-    const bool three_quarters = 4 * (std::uint64_t{inflight_} + 1) >= 3 * std::uint64_t{window()};
-    if (three_quarters || choice.probe || force_retransmission_) pkt.bth.flags |= flag::kAckReq;
+    // ACK_REQ: the last packet of a message and every READ_REQ (already set), and every
+    // retransmission (section 8).
+    if (retransmission) pkt.bth.flags |= flag::kRetx | flag::kAckReq;
 
+    // The quiet clock of tail-loss probes starts with the first transmission (probes in a row
+    // are counted until something is delivered).
+    if (inflight_ == 0) last_delivery_ = now;
     slot.state = SlotState::InFlight;
     slot.path = choice.index;
     slot.sent_at = now;
@@ -323,7 +314,6 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     ++counters_.packets_sent;
     if (retransmission) ++counters_.retransmissions;
     if (choice.probe) ++counters_.probes;
-    if (!rto_deadline_) rto_deadline_ = now + rtt_.rto();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,14 +355,13 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
         }
         const std::uint32_t newly_acked = apply_sack(ack, now);
         congestion_.on_ack(newly_acked, ack.ce_count);
-        detect_reorder_losses(now);
+        detect_losses(now);
     }
     if (ack.is_nak()) handle_nak(ack, now);
     if (error_) return;
     advance_una();
     complete_ready();
     pump(now);
-    if (inflight_ == 0) rto_deadline_.reset();
 }
 
 std::uint32_t Sender::apply_sack(const Ack& ack, TimeUs now) {
@@ -404,6 +393,9 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
             }
         }
         reorder_.on_delivered(slot.tx_order);
+        if (!latest_delivered_tx_ || slot.tx_order > *latest_delivered_tx_) {
+            latest_delivered_tx_ = slot.tx_order;
+        }
     }
     slot.state = SlotState::Delivered;
     WrState* wr = find_wr(slot.wr_seq);
@@ -413,17 +405,41 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
     if (wr->read) wr->read->on_accepted(slot.read_index, now);
 }
 
-void Sender::detect_reorder_losses(TimeUs now) {
+TimeUs Sender::reorder_window() const {
+    const std::optional<TimeUs> srtt = rtt_.srtt();
+    if (!srtt) return config_.rtt.initial_rto_us;
+    return *srtt + std::max(*srtt / 4, config_.min_reorder_us);
+}
+
+void Sender::detect_losses(TimeUs now) {
+    // Once a transmission after it was delivered, a packet is lost when at least
+    // `reorder_allowance` later transmissions were delivered (the count rule), or when it has
+    // been out longer than the reordering window (the time rule).
+    if (!latest_delivered_tx_) return;
     const std::optional<std::uint64_t> threshold = reorder_.loss_threshold();
-    if (!threshold) return;
+    const TimeUs window = reorder_window();
     for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
         PsnSlot* slot = slot_at(psn);
         if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
-        if (slot->tx_order < *threshold) {
+        if (slot->tx_order >= *latest_delivered_tx_) continue;
+        if ((threshold && slot->tx_order < *threshold) || now >= slot->sent_at + window) {
             declare_lost(*slot, /*by_network=*/true, now);
             ++counters_.reorder_losses;
         }
     }
+}
+
+std::optional<TimeUs> Sender::reorder_deadline() const {
+    if (!latest_delivered_tx_) return std::nullopt;
+    std::optional<TimeUs> oldest;
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        const PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
+        if (slot->tx_order >= *latest_delivered_tx_) continue;
+        if (!oldest || slot->sent_at < *oldest) oldest = slot->sent_at;
+    }
+    if (!oldest) return std::nullopt;
+    return *oldest + reorder_window();
 }
 
 void Sender::declare_lost(PsnSlot& slot, bool by_network, TimeUs now) {
@@ -440,8 +456,8 @@ void Sender::on_progress(TimeUs now) {
     last_progress_ = now;
     retries_ = 0;
     rtt_.on_progress();
-    rto_deadline_.reset();
-    if (inflight_ > 0) rto_deadline_ = now + rtt_.rto();
+    last_delivery_ = now;
+    tail_probes_ = 0;
 }
 
 void Sender::handle_nak(const Ack& ack, TimeUs now) {
@@ -466,7 +482,6 @@ void Sender::handle_nak(const Ack& ack, TimeUs now) {
             }
             rnr_until_ = now + rnr_timer_us(ack.nak_arg);
             rnr_psn_ = ack.nak_psn;
-            rto_deadline_.reset();
             // The responder is alive: an RNR NAK is progress for the transport timer.
             last_progress_ = now;
             retries_ = 0;
@@ -547,7 +562,7 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     }
     if (newly_acked != 0) congestion_.on_ack(newly_acked, 0);
 
-    const ReadTracker::Arrival arrival = wr->read->on_response(k, now);
+    const ReadTracker::Arrival arrival = wr->read->on_response(k, now, reorder_window());
     if (arrival.is_new) {
         std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
         on_progress(now);
@@ -559,7 +574,6 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     advance_una();
     complete_ready();
     pump(now);
-    if (inflight_ == 0) rto_deadline_.reset();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,15 +589,44 @@ std::optional<TimeUs> Sender::read_deadline(const WrState& wr) const {
     return wr.read->deadline(rtt_.rto(), config_.rtt.max_rto_us);
 }
 
+TimeUs Sender::tail_probe_timeout() const {
+    const std::optional<TimeUs> srtt = rtt_.srtt();
+    if (!srtt) return config_.rtt.initial_rto_us;
+    return std::max(2 * *srtt, kMinTailProbeUs);
+}
+
+std::optional<TimeUs> Sender::quiet_deadline() const {
+    if (inflight_ == 0) return std::nullopt;
+    if (tail_probes_ < config_.max_tail_probes) {
+        return (tail_probes_ == 0 ? last_delivery_ : last_tail_probe_) + tail_probe_timeout();
+    }
+    // After the probes: the RTO, once nothing was delivered for an RTO and some packet has
+    // been out that long.
+    std::optional<TimeUs> oldest;
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        const PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
+        if (!oldest || slot->sent_at < *oldest) oldest = slot->sent_at;
+    }
+    if (!oldest) return std::nullopt;
+    return std::max(last_delivery_, *oldest) + rtt_.rto();
+}
+
 std::optional<TimeUs> Sender::next_timer() const {
     if (error_) return std::nullopt;
     if (rnr_until_) return rnr_until_;
-    std::optional<TimeUs> next = rto_deadline_;
+    std::optional<TimeUs> next;
     const auto consider = [&next](std::optional<TimeUs> t) {
         if (t && (!next || *t < *next)) next = t;
     };
     consider(progress_deadline());
-    for (const WrState& wr : wrs_) consider(read_deadline(wr));
+    consider(reorder_deadline());
+    consider(quiet_deadline());
+    const TimeUs window = reorder_window();
+    for (const WrState& wr : wrs_) {
+        consider(read_deadline(wr));
+        if (wr.read) consider(wr.read->reorder_deadline(window));
+    }
     return next;
 }
 
@@ -605,29 +648,65 @@ void Sender::on_timer(TimeUs now) {
         }
     }
 
-    if (rto_deadline_ && now >= *rto_deadline_) on_rto(now);
+    detect_losses(now);
+    on_quiet(now);
 
+    const TimeUs window = reorder_window();
     for (WrState& wr : wrs_) {
+        if (!wr.read) continue;
+        wr.read->detect_time_losses(now, window);
         const std::optional<TimeUs> deadline = read_deadline(wr);
         if (deadline && now >= *deadline) wr.read->on_timeout(now);
     }
     pump(now);
-    if (inflight_ == 0) rto_deadline_.reset();
+}
+
+void Sender::on_quiet(TimeUs now) {
+    const std::optional<TimeUs> deadline = quiet_deadline();
+    if (!deadline || now < *deadline) return;
+    if (tail_probes_ < config_.max_tail_probes) {
+        send_tail_probe(now);
+    } else {
+        on_rto(now);
+    }
+}
+
+void Sender::send_tail_probe(TimeUs now) {
+    // Nothing delivered for a while: perhaps the last packets were lost and nothing after them
+    // can reveal it. Resending the newest packet in flight draws a SACK that does. The loss is
+    // not held against its path.
+    ++tail_probes_;
+    last_tail_probe_ = now;
+    for (Psn psn = snd_nxt_; psn != snd_una_;) {
+        psn = psn_add(psn, -1);
+        PsnSlot* slot = slot_at(psn);
+        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
+        declare_lost(*slot, /*by_network=*/false, now);
+        ++counters_.tail_probes;
+        force_retransmission_ = true;
+        return;
+    }
 }
 
 void Sender::on_rto(TimeUs now) {
-    // Everything still in flight is presumed lost (as TCP with SACK does after an RTO); the
-    // oldest goes out first, even if the halved window is full.
+    // Every packet out longer than the RTO is presumed lost (not held against the paths: a
+    // timeout hits them all); the oldest goes out first, even if the halved window is full.
+    // The next timeout is a full, backed-off RTO away.
+    const TimeUs rto = rtt_.rto();
+    bool any = false;
+    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
+        PsnSlot* slot = slot_at(psn);
+        if (slot != nullptr && slot->on_wire() && slot->state == SlotState::InFlight &&
+            now >= slot->sent_at + rto) {
+            declare_lost(*slot, /*by_network=*/false, now);
+            any = true;
+        }
+    }
+    if (!any) return;
     ++counters_.rto_expiries;
     rtt_.on_timeout();
     congestion_.on_rto();
-    rto_deadline_.reset();
-    for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
-        PsnSlot* slot = slot_at(psn);
-        if (slot != nullptr && slot->on_wire() && slot->state == SlotState::InFlight) {
-            declare_lost(*slot, /*by_network=*/true, now);
-        }
-    }
+    last_delivery_ = now;
     force_retransmission_ = true;
 }
 
@@ -648,7 +727,6 @@ Completion Sender::completion_for(const WrState& wr, WcStatus status) const {
     c.wr_id = wr.wr.wr_id;
     c.status = status;
     c.opcode = wc_opcode_for(wr.wr);
-    c.stream = wr.wr.stream;
     c.byte_len = wr.length();
     if (status == WcStatus::Success && wr.wr.is_read()) c.read_data = wr.read_data;
     return c;
@@ -694,7 +772,6 @@ void Sender::fail(std::optional<std::uint64_t> failed_seq, WcStatus status) {
     inflight_ = 0;
     read_parts_outstanding_ = 0;
     next_issue_seq_ = next_wr_seq_;
-    rto_deadline_.reset();
     rnr_until_.reset();
 }
 

@@ -166,16 +166,29 @@ TEST(Codec, FlagNotAllowed) {
     EXPECT_EQ(error_of(resp), ParseError::FlagNotAllowed);
     resp.bth.flags = flag::kFirst | flag::kLast | flag::kImm;
     EXPECT_EQ(error_of(resp), ParseError::FlagNotAllowed);
+    // SEND and WRITE may carry every defined flag (SOLICITED means something only on a
+    // message that consumes a receive WQE, but it is allowed).
     Packet write = base(Opcode::Write, flag::kFirst | flag::kLast | flag::kSolicited);
     write.ext = Deth{0x1000, 5, 0, 4, 0};
     write.payload.assign(4, 1);
-    EXPECT_EQ(error_of(write), ParseError::FlagNotAllowed);  // SOLICITED needs IMM on a WRITE
-    write.bth.flags |= flag::kImm;
+    EXPECT_EQ(error_of(write), std::nullopt);
+    write.bth.flags |= flag::kImm | flag::kAckReq | flag::kRetx;
     EXPECT_EQ(error_of(write), std::nullopt);
     Packet ud = base(Opcode::UdSend, flag::kFirst | flag::kLast | flag::kRetx);
     ud.ext = Deth{0, 0x1234, 0, 4, 0};
     ud.payload.assign(4, 1);
     EXPECT_EQ(error_of(ud), ParseError::FlagNotAllowed);
+}
+
+TEST(Codec, StreamNotZero) {
+    for (const int stream : {1, 7, 255}) {
+        Packet p = single_send();
+        p.bth.stream = static_cast<std::uint8_t>(stream);
+        EXPECT_EQ(error_of(p), ParseError::StreamNotZero) << stream;
+        Packet a = plain_ack();
+        a.bth.stream = static_cast<std::uint8_t>(stream);
+        EXPECT_EQ(error_of(a), ParseError::StreamNotZero) << stream;
+    }
 }
 
 TEST(Codec, UnknownSyndrome) {
@@ -260,6 +273,25 @@ TEST(Codec, InconsistentFlags) {
     ud.ext = Deth{0, 1, 0, 4, 0};
     ud.payload.assign(4, 1);
     EXPECT_EQ(error_of(ud), ParseError::InconsistentFlags);
+
+    // READ_RESP: FIRST and LAST delimit the READ_REQ part answered, whose end is msg_len; the
+    // first response of a part after the first is not at offset 0. At offset 0 it is FIRST.
+    const auto resp_at = [](std::uint64_t offset, std::uint32_t len, std::uint32_t msg_len,
+                            std::uint8_t flags) {
+        Packet p = base(Opcode::ReadResponse, flags);
+        p.ext = Deth{offset, 0, 1, msg_len, 0};
+        p.payload.assign(len, 7);
+        return p;
+    };
+    EXPECT_EQ(error_of(resp_at(0, 256, 1024, flag::kFirst)), std::nullopt);
+    EXPECT_EQ(error_of(resp_at(0, 256, 1024, 0)), ParseError::InconsistentFlags);
+    EXPECT_EQ(error_of(resp_at(512, 256, 1024, flag::kFirst)), std::nullopt);
+    EXPECT_EQ(error_of(resp_at(512, 256, 1024, flag::kFirst | flag::kRetx)), std::nullopt);
+    EXPECT_EQ(error_of(resp_at(512, 256, 1024, 0)), std::nullopt);
+    EXPECT_EQ(error_of(resp_at(768, 256, 1024, flag::kLast)), std::nullopt);
+    EXPECT_EQ(error_of(resp_at(768, 256, 1024, 0)), ParseError::InconsistentFlags);
+    EXPECT_EQ(error_of(resp_at(512, 256, 1024, flag::kLast)), ParseError::InconsistentFlags);
+    EXPECT_EQ(error_of(resp_at(512, 100, 612, flag::kFirst | flag::kLast)), std::nullopt);
 
     // A first WRITE packet that holds the whole message must be the last one too.
     Packet write = base(Opcode::Write, flag::kFirst);

@@ -5,14 +5,20 @@
 namespace metaroce {
 namespace {
 
-TEST(Congestion, StartsAt16) {
+CongestionConfig starting_at(std::uint32_t cwnd) {
+    CongestionConfig c;
+    c.initial_cwnd = cwnd;
+    return c;
+}
+
+TEST(Congestion, StartsAtTheFullWindow) {
     CongestionControl cc;
-    EXPECT_EQ(cc.window(0), 16u);
+    EXPECT_EQ(cc.window(0), 256u);
     EXPECT_DOUBLE_EQ(cc.alpha(), 1.0);
 }
 
 TEST(Congestion, AdditiveIncreaseIsOnePacketPerWindow) {
-    CongestionControl cc;
+    CongestionControl cc(starting_at(16));
     cc.on_ack(16, 0);  // one window of clean ACKs: +1 packet (approximately)
     EXPECT_NEAR(cc.cwnd(), 17.0, 0.1);
     for (int i = 0; i < 100; ++i) cc.on_ack(17, 0);
@@ -20,7 +26,7 @@ TEST(Congestion, AdditiveIncreaseIsOnePacketPerWindow) {
 }
 
 TEST(Congestion, CappedAt256AndFairShare) {
-    CongestionControl cc;
+    CongestionControl cc(starting_at(16));
     for (int i = 0; i < 10000; ++i) cc.on_ack(64, 0);
     EXPECT_EQ(cc.window(0), 256u);
     EXPECT_EQ(cc.window(40), 40u);
@@ -28,7 +34,7 @@ TEST(Congestion, CappedAt256AndFairShare) {
 }
 
 TEST(Congestion, EcnShrinksWithDctcpAlpha) {
-    CongestionControl cc;
+    CongestionControl cc(starting_at(16));
     // First window fully marked: alpha stays 1 and cwnd halves.
     cc.on_ack(16, 16);
     EXPECT_NEAR(cc.cwnd(), 8.0, 0.01);
@@ -43,14 +49,20 @@ TEST(Congestion, EcnShrinksWithDctcpAlpha) {
     EXPECT_LT(cc.cwnd(), before);
 }
 
-TEST(Congestion, LossAloneDoesNotShrinkButRtoHalves) {
+TEST(Congestion, LossAloneDoesNotShrinkButRtoHalvesDownTo16) {
     CongestionControl cc;
     cc.on_ack(0, 0);  // an ACK with nothing new (say, after losses)
-    EXPECT_EQ(cc.window(0), 16u);
+    EXPECT_EQ(cc.window(0), 256u);
     cc.on_rto();
-    EXPECT_EQ(cc.window(0), 8u);
+    EXPECT_EQ(cc.window(0), 128u);
     for (int i = 0; i < 10; ++i) cc.on_rto();
-    EXPECT_EQ(cc.window(0), 1u);
+    EXPECT_EQ(cc.window(0), 16u);
+    // ECN may take it lower; a timeout then brings it back to 16.
+    CongestionControl marked(starting_at(16));
+    for (int i = 0; i < 5; ++i) marked.on_ack(static_cast<std::uint32_t>(marked.cwnd()) + 1, 64);
+    EXPECT_LT(marked.window(0), 16u);
+    marked.on_rto();
+    EXPECT_EQ(marked.window(0), 16u);
 }
 
 }  // namespace

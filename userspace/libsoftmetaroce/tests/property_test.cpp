@@ -136,7 +136,7 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
     memory.register_region(kRecvKey, kRecvBase, static_cast<std::uint32_t>(recv_cursor + 1),
                            access::kLocalWrite);
     for (const ExpectedReceive& r : w.receives) {
-        EXPECT_TRUE(responder.post_recv(0, r.wqe));
+        EXPECT_TRUE(responder.post_recv(r.wqe));
     }
     return w;
 }

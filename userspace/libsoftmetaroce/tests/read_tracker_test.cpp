@@ -7,6 +7,9 @@ namespace {
 
 using Range = ReadTracker::Range;
 
+// A reordering window long enough that only the count rule applies.
+constexpr TimeUs kLongWindow = 1'000'000;
+
 TEST(ReadTracker, PartsCoverTheReadInOrder) {
     ReadTracker t(10, 8);
     EXPECT_EQ(t.issue_part(4, 0), (Range{0, 4}));
@@ -14,49 +17,65 @@ TEST(ReadTracker, PartsCoverTheReadInOrder) {
     EXPECT_TRUE(t.all_issued());
     EXPECT_EQ(t.part_containing(5), (Range{4, 10}));
     for (std::uint32_t i = 0; i < 10; ++i) {
-        const auto a = t.on_response(i, 5);
+        const auto a = t.on_response(i, 5, kLongWindow);
         EXPECT_TRUE(a.is_new);
         EXPECT_EQ(a.completed_part, i == 3 || i == 9);
     }
     EXPECT_TRUE(t.done());
-    EXPECT_FALSE(t.on_response(3, 6).is_new);
+    EXPECT_FALSE(t.on_response(3, 6, kLongWindow).is_new);
 }
 
 TEST(ReadTracker, HoleIsLostAfterAllowanceLaterResponsesOfTheSameRequest) {
     ReadTracker t(20, 3);
     t.issue_part(20, 0);
     for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
-    t.on_response(0, 10);
-    t.on_response(2, 10);
-    t.on_response(3, 10);
+    t.on_response(0, 10, kLongWindow);
+    t.on_response(2, 10, kLongWindow);
+    t.on_response(3, 10, kLongWindow);
     EXPECT_TRUE(t.take_lost_runs(64).empty());  // two later responses: not yet
-    t.on_response(4, 10);
+    t.on_response(4, 10, kLongWindow);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
     EXPECT_TRUE(t.take_lost_runs(64).empty());  // taken: re-read by the caller
+}
+
+TEST(ReadTracker, HoleIsLostAfterTheReorderWindowOnceALaterResponseArrived) {
+    ReadTracker t(6, 8);
+    t.issue_part(6, 100);
+    for (std::uint32_t i = 0; i < 6; ++i) t.on_accepted(i, 100);
+    t.on_response(0, 120, 300);
+    EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // nothing later arrived: no time rule
+    t.on_response(2, 130, 300);                        // 1 is missing behind 2
+    EXPECT_EQ(t.reorder_deadline(300), 400u);          // the request went at 100
+    t.detect_time_losses(399, 300);
+    EXPECT_TRUE(t.take_lost_runs(64).empty());
+    t.detect_time_losses(400, 300);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    t.on_reread({1, 2}, 400, 400);
+    EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 3..5: nothing after them arrived
 }
 
 TEST(ReadTracker, RunsAreSplitAtMaxRun) {
     ReadTracker t(12, 1);
     t.issue_part(12, 0);
-    t.on_response(11, 1);  // 0..10 all lost
+    t.on_response(11, 1, kLongWindow);  // 0..10 all lost
     EXPECT_EQ(t.take_lost_runs(4), (std::vector<Range>{{0, 4}, {4, 8}, {8, 11}}));
 }
 
 TEST(ReadTracker, StragglersOfAnOlderRequestDoNotTriggerAReRead) {
     ReadTracker t(12, 2);
     t.issue_part(12, 0);
-    t.on_response(10, 10);
-    t.on_response(11, 10);
+    t.on_response(10, 10, kLongWindow);
+    t.on_response(11, 10, kLongWindow);
     ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 10}}));
     t.on_reread({0, 10}, 20, /*counts_from=*/30);
     // Late copies of the first request arrive before the re-read can have been answered.
-    t.on_response(5, 25);
-    t.on_response(6, 26);
-    t.on_response(7, 27);
+    t.on_response(5, 25, kLongWindow);
+    t.on_response(6, 26, kLongWindow);
+    t.on_response(7, 27, kLongWindow);
     EXPECT_TRUE(t.take_lost_runs(64).empty());
     // Answers to the re-read: responses 8 and 9 arrive, 0..4 were lost again.
-    t.on_response(8, 40);
-    t.on_response(9, 41);
+    t.on_response(8, 40, kLongWindow);
+    t.on_response(9, 41, kLongWindow);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 5}}));
 }
 
@@ -72,10 +91,10 @@ TEST(ReadTracker, TimerRunsOnlyWhileAcceptedResponsesAreMissing) {
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 3}}));
     t.on_reread({0, 3}, 1100, 1100);
     EXPECT_EQ(t.deadline(1000, 8000), 1100u + 2000);  // backed off
-    t.on_response(1, 1500);
+    t.on_response(1, 1500, kLongWindow);
     EXPECT_EQ(t.deadline(1000, 8000), 1500u + 1000);  // new data: backoff reset
-    t.on_response(0, 1600);
-    t.on_response(2, 1600);
+    t.on_response(0, 1600, kLongWindow);
+    t.on_response(2, 1600, kLongWindow);
     EXPECT_EQ(t.deadline(1000, 8000), std::nullopt);
 }
 

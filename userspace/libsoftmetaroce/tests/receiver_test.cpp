@@ -71,23 +71,23 @@ class ReceiverTest : public ::testing::Test {
         return out;
     }
 
+    // IMM, the immediate value and SOLICITED on the last packet only, as a sender puts them.
     std::vector<Packet> send_message(Psn psn, const std::vector<std::uint8_t>& data,
                                      std::uint32_t msn, std::uint8_t extra = 0,
-                                     std::uint32_t imm = 0, std::uint8_t stream = 0) {
+                                     std::uint32_t imm = 0) {
         std::vector<Packet> out;
         const auto n = std::max<std::size_t>(1, (data.size() + kMtu - 1) / kMtu);
         for (std::size_t k = 0; k < n; ++k) {
             const std::size_t begin = k * kMtu;
             const std::size_t end = std::min(data.size(), begin + kMtu);
-            std::uint8_t flags = extra;
+            const bool last = k + 1 == n;
+            std::uint8_t flags = last ? extra : 0;
             if (k == 0) flags |= kFirst;
-            if (k + 1 == n) flags |= kLast | kAckReq;
-            Packet p = data_packet(Opcode::Send, psn_add(psn, k), flags,
-                                   Deth{begin, 0, msn, static_cast<std::uint32_t>(data.size()),
-                                        (extra & kImm) ? imm : 0},
-                                   {data.begin() + begin, data.begin() + end});
-            p.bth.stream = stream;
-            out.push_back(std::move(p));
+            if (last) flags |= kLast | kAckReq;
+            out.push_back(data_packet(Opcode::Send, psn_add(psn, k), flags,
+                                      Deth{begin, 0, msn, static_cast<std::uint32_t>(data.size()),
+                                           (last && (extra & kImm)) ? imm : 0},
+                                      {data.begin() + begin, data.begin() + end}));
         }
         return out;
     }
@@ -119,26 +119,35 @@ TEST_F(ReceiverTest, InOrderWritePlacesAndAcksOnAckReq) {
     EXPECT_TRUE(rx->take_completions().empty());  // a plain WRITE consumes no WQE
 }
 
-TEST_F(ReceiverTest, OutOfOrderPlacementAndImmediateSackAck) {
-    const auto data = pattern_bytes(4 * kMtu, 2);
-    const auto packets = write_message(100, kWriteBase, data, 0);
-    deliver(packets[2]);  // leaves a gap: ACK at once
-    auto a = acks();
-    ASSERT_EQ(a.size(), 1u);
-    EXPECT_EQ(a[0].ack().cum_psn, 100u);
-    EXPECT_EQ(a[0].ack().sack[0], 0x40000000u);  // PSN 102 = cum + 1 + 1
+TEST_F(ReceiverTest, OutOfOrderPlacementAndSackAckOnceFourWaitAheadOfAGap) {
+    const auto data = pattern_bytes(6 * kMtu, 2);
+    auto packets = write_message(100, kWriteBase, data, 0);
+    for (auto& p : packets) p.bth.flags &= ~kAckReq;
+    deliver(packets[2], 10);  // leaves a gap: placed, acknowledged once 4 wait
     // Placed on arrival, before the gap is filled.
     EXPECT_TRUE(std::equal(data.begin() + 2 * kMtu, data.begin() + 3 * kMtu,
                            memory.region_bytes(kWriteKey).begin() + 2 * kMtu));
-    deliver(packets[0]);  // fills part of the gap: out of order too
+    deliver(packets[3], 10);
+    deliver(packets[5], 10);
+    EXPECT_TRUE(sent().empty());
+    deliver(packets[4], 10);  // the 4th unacknowledged packet ahead of the gap: ACK at once
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 100u);
+    EXPECT_EQ(a[0].ack().sack[0], 0x78000000u);  // PSNs 102..105 = cum + 1 + 1..4
+    deliver(packets[0], 20);  // fills part of the gap: not ahead of it, no ACK yet
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(rx->window().cum_psn(), 101u);
+    deliver(packets[1], 20);
+    EXPECT_EQ(rx->window().cum_psn(), 106u);
+    EXPECT_FALSE(rx->window().has_gap());
+    // The rest is left to the delayed ACK.
+    EXPECT_TRUE(sent().empty());
+    rx->on_timer(*rx->next_timer());
     a = acks();
     ASSERT_EQ(a.size(), 1u);
-    EXPECT_EQ(a[0].ack().cum_psn, 101u);
-    EXPECT_EQ(a[0].ack().sack[0], 0x80000000u);
-    deliver(packets[1]);
-    deliver(packets[3]);
-    EXPECT_EQ(rx->window().cum_psn(), 104u);
-    EXPECT_FALSE(rx->window().has_gap());
+    EXPECT_EQ(a[0].ack().cum_psn, 106u);
+    EXPECT_EQ(a[0].ack().sack, SackWords{});
 }
 
 TEST_F(ReceiverTest, DuplicateIsAckedAtOnceAndNotPlacedAgain) {
@@ -189,7 +198,7 @@ TEST_F(ReceiverTest, WriteWithBadKeyBoundsOrRightsIsNakedAndErrorsTheQp) {
     };
     for (const Case& c : cases) {
         rx = std::make_unique<Receiver>(config, memory);
-        ASSERT_TRUE(rx->post_recv(0, wqe(7, 0, 100)));
+        ASSERT_TRUE(rx->post_recv(wqe(7, 0, 100)));
         Packet p = data_packet(Opcode::Write, 100, kFirst | kLast | kAckReq,
                                Deth{c.addr, c.key, 0, c.len, 0}, pattern_bytes(c.len, 6));
         deliver(p);
@@ -211,8 +220,8 @@ TEST_F(ReceiverTest, WriteWithBadKeyBoundsOrRightsIsNakedAndErrorsTheQp) {
 
 TEST_F(ReceiverTest, SendSelectsWqeByMsnScattersByOffsetAndCompletesInOrder) {
     ASSERT_TRUE(rx->post_recv(
-        0, ReceiveWqe{1, {{kRecvKey, kRecvBase, 100}, {kRecvKey, kRecvBase + 1000, 500}}}));
-    ASSERT_TRUE(rx->post_recv(0, wqe(2, 2000, 1000)));
+        ReceiveWqe{1, {{kRecvKey, kRecvBase, 100}, {kRecvKey, kRecvBase + 1000, 500}}}));
+    ASSERT_TRUE(rx->post_recv(wqe(2, 2000, 1000)));
     const auto first = pattern_bytes(520, 10);   // 3 packets, msn 0 -> WQE 1
     const auto second = pattern_bytes(300, 11);  // 2 packets, msn 1 -> WQE 2
     const auto m0 = send_message(100, first, 0);
@@ -256,7 +265,7 @@ TEST_F(ReceiverTest, RnrNakWhenNoWqeThenAcceptedOnceposted) {
     EXPECT_EQ(a[0].ack().cum_psn, 100u);
     EXPECT_FALSE(rx->window().received(100));  // dropped: the requester resends it
     EXPECT_FALSE(rx->in_error());
-    ASSERT_TRUE(rx->post_recv(0, wqe(9, 0, 64)));
+    ASSERT_TRUE(rx->post_recv(wqe(9, 0, 64)));
     deliver(m[0]);
     EXPECT_EQ(rx->window().cum_psn(), 101u);
     const auto done = rx->take_completions();
@@ -265,9 +274,9 @@ TEST_F(ReceiverTest, RnrNakWhenNoWqeThenAcceptedOnceposted) {
 }
 
 TEST_F(ReceiverTest, SendLongerThanWqeIsLengthErrorAndInvalidRequestNak) {
-    ASSERT_TRUE(rx->post_recv(0, wqe(1, 0, 100)));
-    ASSERT_TRUE(rx->post_recv(0, wqe(2, 100, 100)));
-    ASSERT_TRUE(rx->post_recv(0, wqe(3, 200, 100)));
+    ASSERT_TRUE(rx->post_recv(wqe(1, 0, 100)));
+    ASSERT_TRUE(rx->post_recv(wqe(2, 100, 100)));
+    ASSERT_TRUE(rx->post_recv(wqe(3, 200, 100)));
     deliver(send_message(100, pattern_bytes(10, 1), 0)[0]);  // fine, completes WQE 1
     const auto big = send_message(101, pattern_bytes(600, 13), 1);
     deliver(big[1]);  // offset 256 + 256 > 100
@@ -294,7 +303,7 @@ TEST_F(ReceiverTest, WriteWithImmediateConsumesAWqe) {
     ASSERT_EQ(a.size(), 1u);
     EXPECT_EQ(a[0].ack().syndrome, Syndrome::RnrNak);
     EXPECT_EQ(a[0].ack().nak_psn, 101u);
-    ASSERT_TRUE(rx->post_recv(0, wqe(77, 0, 0)));
+    ASSERT_TRUE(rx->post_recv(wqe(77, 0, 0)));
     deliver(m[1]);
     const auto done = rx->take_completions();
     ASSERT_EQ(done.size(), 1u);
@@ -307,25 +316,28 @@ TEST_F(ReceiverTest, WriteWithImmediateConsumesAWqe) {
 }
 
 TEST_F(ReceiverTest, ZeroLengthSendCompletes) {
-    ASSERT_TRUE(rx->post_recv(0, ReceiveWqe{5, {}}));
+    ASSERT_TRUE(rx->post_recv(ReceiveWqe{5, {}}));
     deliver(send_message(100, {}, 0)[0]);
     const auto done = rx->take_completions();
     ASSERT_EQ(done.size(), 1u);
     EXPECT_EQ(done[0].byte_len, 0u);
 }
 
-TEST_F(ReceiverTest, StreamsHaveTheirOwnWqesAndMessageNumbers) {
-    ASSERT_TRUE(rx->post_recv(0, wqe(10, 0, 100)));
-    ASSERT_TRUE(rx->post_recv(3, wqe(30, 100, 100)));
-    deliver(send_message(100, pattern_bytes(5, 1), 0, 0, 0, 3)[0]);  // stream 3, msn 0
-    deliver(send_message(101, pattern_bytes(6, 2), 0, 0, 0, 0)[0]);  // stream 0, msn 0
+TEST_F(ReceiverTest, ImmAndSolicitedRepeatedOnEarlierPacketsAreAccepted) {
+    ASSERT_TRUE(rx->post_recv(wqe(10, 0, 1000)));
+    const auto data = pattern_bytes(600, 3);
+    auto m = send_message(100, data, 0, kImm | kSolicited, 0x1234);
+    for (Packet& p : m) {  // a sender that repeats them on every packet
+        p.bth.flags |= kImm | kSolicited;
+        p.deth().imm = 0x1234;
+    }
+    for (const Packet& p : m) deliver(p);
     const auto done = rx->take_completions();
-    ASSERT_EQ(done.size(), 2u);
-    EXPECT_EQ(done[0].wr_id, 30u);
-    EXPECT_EQ(done[0].stream, 3);
-    EXPECT_EQ(done[1].wr_id, 10u);
-    EXPECT_EQ(rx->completed_messages(3), 1u);
-    EXPECT_EQ(rx->completed_messages(0), 1u);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].imm, 0x1234u);
+    EXPECT_TRUE(done[0].solicited);
+    EXPECT_EQ(rx->completed_messages(), 1u);
+    EXPECT_EQ(memory.gather(wqe(10, 0, 1000), 600), data);
 }
 
 TEST_F(ReceiverTest, ReadRequestInOrderIsAnsweredAtOnce) {
@@ -383,7 +395,7 @@ TEST_F(ReceiverTest, ReReadAnswersExactlyTheRangeWithOriginalPsns) {
     EXPECT_EQ(responses[0].bth.psn, 102u);
     EXPECT_EQ(responses[0].deth().addr, 2 * kMtu);
     EXPECT_EQ(responses[0].deth().msg_len, len);
-    EXPECT_FALSE(responses[0].bth.has(kFirst));
+    EXPECT_TRUE(responses[0].bth.has(kFirst));  // the first response of the re-read
     EXPECT_TRUE(responses[0].bth.has(kRetx));
     EXPECT_EQ(responses[1].bth.psn, 103u);
     EXPECT_TRUE(responses[1].bth.has(kLast));
@@ -400,7 +412,8 @@ TEST_F(ReceiverTest, ReadPartsAndExactReReadsEndWhereTheRequestEnds) {
     ASSERT_EQ(responses.size(), 11u);
     EXPECT_EQ(responses[3].deth().msg_len, 4 * kMtu);  // the end of the first part
     EXPECT_TRUE(responses[3].bth.has(kLast));
-    EXPECT_FALSE(responses[4].bth.has(kFirst));
+    EXPECT_TRUE(responses[4].bth.has(kFirst));  // FIRST and LAST delimit each part
+    EXPECT_FALSE(responses[5].bth.has(kFirst));
     EXPECT_EQ(responses[4].deth().addr, 4 * kMtu);
     EXPECT_EQ(responses[10].deth().msg_len, len);
     // A re-read of exactly responses 6 and 7.

@@ -7,11 +7,20 @@ namespace {
 
 TEST(RttEstimator, InitialAndMinimum) {
     RttEstimator r;
-    EXPECT_EQ(r.rto(), 1000u);
-    r.on_sample(20);  // SRTT 20, RTTVAR 10: 60 us, raised to the 1 ms minimum
+    EXPECT_EQ(r.rto(), 20'000u);  // 20 ms before the first sample
+    r.on_sample(20);              // SRTT 20, RTTVAR 10: 60 us, raised to the 5 ms minimum
     EXPECT_EQ(r.srtt(), 20u);
     EXPECT_EQ(r.rttvar(), 10u);
-    EXPECT_EQ(r.rto(), 1000u);
+    EXPECT_EQ(r.rto(), 5000u);
+}
+
+TEST(RttEstimator, DefaultBackoffDoublesUpTo2sAndANewSampleResetsIt) {
+    RttEstimator r;
+    r.on_sample(100);
+    for (int i = 0; i < 20; ++i) r.on_timeout();
+    EXPECT_EQ(r.rto(), 2'000'000u);
+    r.on_sample(100);
+    EXPECT_EQ(r.rto(), 5000u);
 }
 
 TEST(RttEstimator, Rfc6298Update) {

@@ -83,7 +83,7 @@ class SenderTest : public ::testing::Test {
             p.bth.dqpn = kQpA;
             p.bth.sqpn = kQpB;
             p.bth.psn = psn_add(request.bth.psn, k);
-            if (r.offset + begin == 0) p.bth.flags |= kFirst;
+            if (k == 0) p.bth.flags |= kFirst;  // FIRST and LAST delimit the part
             if (k + 1 == n) p.bth.flags |= kLast;
             p.ext = Deth{r.offset + begin, 0, r.msn, r.offset + r.len, 0};
             const auto all = pattern_bytes(1 << 20, 5);  // remote memory at 0x20000
@@ -110,9 +110,11 @@ TEST_F(SenderTest, SegmentsSendByMtu) {
         EXPECT_EQ(p[k].deth().addr, k * kMtu);
         EXPECT_EQ(p[k].deth().msn, 0u);
         EXPECT_EQ(p[k].deth().msg_len, 2 * kMtu + 50);
-        EXPECT_EQ(p[k].deth().imm, 0x77u);
-        EXPECT_TRUE(p[k].bth.has(kImm));
+        // IMM and the immediate value go on the last packet only.
+        EXPECT_EQ(p[k].deth().imm, k == 2 ? 0x77u : 0u);
+        EXPECT_EQ(p[k].bth.has(kImm), k == 2);
         EXPECT_FALSE(p[k].bth.has(kRetx));
+        EXPECT_EQ(p[k].bth.stream, 0);
     }
     EXPECT_TRUE(p[0].bth.has(kFirst));
     EXPECT_TRUE(p[2].bth.has(kLast));
@@ -142,13 +144,16 @@ TEST_F(SenderTest, WriteAddressesAndMessageNumbers) {
     EXPECT_EQ(p[4].deth().msn, 2u);
 }
 
-TEST_F(SenderTest, CongestionWindowLimitsPacketsInFlight) {
+TEST_F(SenderTest, CongestionWindowStartsFullAndLimitsPacketsInFlight) {
+    EXPECT_EQ(tx->window(), 256u);  // the full window, as RoCE NICs start at line rate
+    config.congestion.initial_cwnd = 16;
+    reset();
     post_send(1, 40 * kMtu);
     auto p = sent();
     EXPECT_EQ(p.size(), 16u);
     EXPECT_EQ(tx->inflight(), 16u);
-    // Three quarters of the window in flight: ACK_REQ.
-    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i].bth.has(kAckReq), i + 1 >= 12) << i;
+    // ACK_REQ only on the last packet of a message, however full the window.
+    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_FALSE(p[i].bth.has(kAckReq)) << i;
     now += kRtt;
     ack(kStart + 8);
     p = sent();
@@ -157,8 +162,6 @@ TEST_F(SenderTest, CongestionWindowLimitsPacketsInFlight) {
 }
 
 TEST_F(SenderTest, NeverMoreThan256PsnsPastTheOldestUnacked) {
-    config.congestion.initial_cwnd = 256;
-    reset();
     post_send(1, 300 * kMtu);
     auto p = sent();
     EXPECT_EQ(p.size(), 256u);
@@ -201,6 +204,7 @@ TEST_F(SenderTest, RetransmitsExactlyTheMissingPsnsOnAnotherPath) {
     EXPECT_EQ(psns(resent), (std::vector<Psn>{kStart + 3, kStart + 10}));
     for (const Packet& p : resent) {
         EXPECT_TRUE(p.bth.has(kRetx));
+        EXPECT_TRUE(p.bth.has(kAckReq));  // every retransmission asks for an ACK
         EXPECT_NE(p.bth.path, first[p.bth.psn - kStart].bth.path);
         EXPECT_EQ(p.payload, first[p.bth.psn - kStart].payload);
     }
@@ -213,7 +217,7 @@ TEST_F(SenderTest, RetransmitsExactlyTheMissingPsnsOnAnotherPath) {
     EXPECT_EQ(done[0].opcode, WcOpcode::Send);
 }
 
-TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALoss) {
+TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALossYet) {
     post_send(1, 8 * kMtu);
     sent();
     now += kRtt;
@@ -221,31 +225,109 @@ TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALoss) {
                  kStart + 7});  // only 7 sent after it arrived
     EXPECT_TRUE(sent().empty());
     EXPECT_EQ(tx->counters().reorder_losses, 0u);
+    // The time rule: out longer than SRTT + max(SRTT / 4, 200 us) once a later packet was
+    // delivered (SRTT is 20 us here).
+    const TimeUs sent_at = now - kRtt;
+    EXPECT_EQ(tx->next_timer(), sent_at + kRtt + 200);
+    now = sent_at + kRtt + 199;
+    tx->on_timer(now);
+    EXPECT_TRUE(sent().empty());
+    now += 1;
+    tx->on_timer(now);
+    const auto p = sent();
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart}));
+    EXPECT_TRUE(p[0].bth.has(kRetx) && p[0].bth.has(kAckReq));
+    EXPECT_EQ(tx->counters().reorder_losses, 1u);
 }
 
-TEST_F(SenderTest, RtoResendsUnackedOnlyWithBackoffAndHalvesWindow) {
+TEST_F(SenderTest, NothingSentLaterDeliveredIsNeverLostByTheRules) {
+    post_send(1, 3 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart + 1);  // 101 and 102 outstanding; nothing sent after them was delivered
+    now += 900;       // past the reordering window, before the tail-loss probe
+    tx->on_timer(now);
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(tx->counters().reorder_losses, 0u);
+}
+
+TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     post_send(1, 4 * kMtu);
     sent();
     now += kRtt;
-    ack(kStart, {kStart + 2});  // 101 and 103 unknown, 102 received
-    sent();
-    EXPECT_EQ(tx->congestion().window(0), 16u);
-    const TimeUs deadline = *tx->next_timer();
-    EXPECT_EQ(deadline, now + 1000);  // RTO floor 1 ms, restarted by the new ACK
-    now = deadline;
+    ack(kStart, {kStart + 2});  // 100, 101 and 103 unknown, 102 received
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(tx->congestion().window(0), 256u);
+    // The time rule catches 100 and 101 (sent before the delivered 102) after SRTT + 200 us.
+    const TimeUs sent_at = now - kRtt;
+    now = *tx->next_timer();
+    EXPECT_EQ(now, sent_at + kRtt + 200);
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1}));
+    // Nothing delivered for max(2 * SRTT, 1 ms) since the ACK: a tail-loss probe resends the
+    // newest packet in flight, 103.
+    const auto path_losses = [this] {
+        std::uint64_t n = 0;
+        for (unsigned i = 0; i < tx->paths().size(); ++i) n += tx->paths()[i].lost;
+        return n;
+    };
+    const std::uint64_t blamed = path_losses();
+    EXPECT_EQ(blamed, 2u);  // the time rule's losses count against their paths
+    const TimeUs last_ack = sent_at + kRtt;
+    now = *tx->next_timer();
+    EXPECT_EQ(now, last_ack + 1000);
     tx->on_timer(now);
     auto p = sent();
-    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 1, kStart + 3}));
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart + 3}));
+    EXPECT_TRUE(p[0].bth.has(kRetx) && p[0].bth.has(kAckReq));
+    EXPECT_EQ(tx->counters().tail_probes, 1u);
+    now = *tx->next_timer();  // the second probe, one probe timeout later
+    EXPECT_EQ(now, last_ack + 2000);
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart + 3}));
+    EXPECT_EQ(tx->counters().tail_probes, 2u);
+    EXPECT_EQ(tx->counters().rto_expiries, 0u);
+    // Then the RTO (5 ms floor), once the oldest packet in flight (the retransmissions of 100
+    // and 101) has been out that long: those are lost, the window halves.
+    now = *tx->next_timer();
+    EXPECT_EQ(now, sent_at + kRtt + 200 + 5000);
+    tx->on_timer(now);
+    p = sent();
+    EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 1}));
     EXPECT_TRUE(p[0].bth.has(kRetx) && p[0].bth.has(kAckReq));
     EXPECT_EQ(tx->counters().rto_expiries, 1u);
-    EXPECT_EQ(tx->congestion().window(0), 8u);
-    // No answer: the next timeout is twice as long.
-    EXPECT_EQ(*tx->next_timer(), now + 2000);
-    now += 2000;
-    tx->on_timer(now);
-    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1, kStart + 3}));
-    EXPECT_EQ(*tx->next_timer(), now + 4000);
-    EXPECT_EQ(tx->congestion().window(0), 4u);
+    EXPECT_EQ(tx->congestion().window(0), 128u);
+    EXPECT_EQ(tx->rtt().rto(), 10'000u);  // doubled
+    // No answer: the next timeout is the doubled RTO after this one.
+    const TimeUs first_rto = now;
+    while (tx->counters().rto_expiries < 2) {
+        now = *tx->next_timer();
+        tx->on_timer(now);
+        sent();
+    }
+    EXPECT_EQ(now, first_rto + 10'000);
+    EXPECT_EQ(tx->congestion().window(0), 64u);
+    EXPECT_EQ(tx->rtt().rto(), 20'000u);
+    // Probes and timeouts are not held against the paths.
+    EXPECT_EQ(path_losses(), blamed);
+    // A new RTT sample ends the backoff.
+    ack(kStart + 1);
+    EXPECT_EQ(tx->rtt().rto(), 5000u);
+}
+
+TEST_F(SenderTest, RtoHalvesTheWindowButNotBelow16) {
+    config.congestion.initial_cwnd = 20;
+    reset();
+    post_send(1, 10);
+    sent();
+    while (tx->counters().rto_expiries < 3) {
+        now = *tx->next_timer();
+        tx->on_timer(now);
+        sent();
+    }
+    EXPECT_EQ(tx->congestion().window(0), 16u);
+    // Before any RTT sample the RTO is 20 ms, doubling up to 2 s.
+    EXPECT_EQ(tx->rtt().rto(), 160'000u);
 }
 
 TEST_F(SenderTest, RetryExhaustionCompletesWithRetryExcErrAndFlushes) {
@@ -475,7 +557,7 @@ TEST_F(SenderTest, ReadResponsesAllLostAreReReadAfterTheTimer) {
     now += kRtt;
     ack(kStart + 3);  // the request arrived, the responses never do
     const TimeUs t = *tx->next_timer();
-    EXPECT_EQ(t, now + 1000);
+    EXPECT_EQ(t, now + 5000);  // the RTO: 5 ms at least
     now = t;
     tx->on_timer(now);
     const auto p = sent();

@@ -147,7 +147,6 @@ TEST(WireLayout, GoldenWrite) {
     Packet p;
     p.bth.opcode = Opcode::Write;
     p.bth.flags = METAROCE_F_FIRST | METAROCE_F_LAST | METAROCE_F_ACK_REQ;
-    p.bth.stream = 0x07;
     p.bth.dqpn = 0x010203;
     p.bth.sqpn = 0x040506;
     p.bth.psn = 0xabcdef;
@@ -156,7 +155,7 @@ TEST(WireLayout, GoldenWrite) {
     p.ext = Deth{0x0102030405060708ull, 0xa1a2a3a4, 0xb1b2b3b4, 3, 0};
     p.payload = {0xee, 0xff, 0x00};
     const std::vector<std::uint8_t> expected = {
-        0x10, 0x02, 0x13, 0x07,                          // version 1 | opcode | flags | stream
+        0x10, 0x02, 0x13, 0x00,                          // version 1 | opcode | flags | stream
         0x00, 0x01, 0x02, 0x03,                          // dqpn
         0x00, 0x04, 0x05, 0x06,                          // sqpn
         0x00, 0xab, 0xcd, 0xef,                          // psn
@@ -173,6 +172,12 @@ TEST(WireLayout, GoldenWrite) {
     const auto decoded = decode(expected, {4096});
     ASSERT_TRUE(decoded.ok()) << decoded.error();
     EXPECT_EQ(*decoded, p);
+    // Byte 3 is the stream: version 1 uses stream 0 only.
+    p.bth.stream = 0x07;
+    std::vector<std::uint8_t> other_stream = expected;
+    other_stream[3] = 0x07;
+    EXPECT_EQ(encode(p), other_stream);
+    EXPECT_FALSE(decode(other_stream, {4096}).ok());
 }
 
 TEST(WireLayout, GoldenReadRequest) {

@@ -32,10 +32,11 @@ enum class ParseError : std::uint8_t {
     PayloadNotAllowed,   // READ_REQ or ACK with a payload
     PayloadTooLong,      // more payload than the path MTU
     InconsistentLength,  // offset/payload/message length do not add up (section 3.1)
+    StreamNotZero,       // a stream other than 0: version 1 uses stream 0 only (section 9)
 };
 
 inline constexpr std::size_t kParseErrorCount =
-    static_cast<std::size_t>(ParseError::InconsistentLength) + 1;
+    static_cast<std::size_t>(ParseError::StreamNotZero) + 1;
 
 std::string_view to_string(ParseError error);
 std::ostream& operator<<(std::ostream& os, ParseError error);

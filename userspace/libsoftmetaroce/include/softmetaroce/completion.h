@@ -39,7 +39,6 @@ struct Completion {
     std::uint64_t wr_id = 0;
     WcStatus status = WcStatus::Success;
     WcOpcode opcode = WcOpcode::Send;
-    std::uint8_t stream = 0;
     std::uint32_t byte_len = 0;
     std::optional<std::uint32_t> imm;
     bool solicited = false;

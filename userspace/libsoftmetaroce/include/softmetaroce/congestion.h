@@ -1,6 +1,7 @@
-// Sender congestion control (protocol.md section 10): a packet window with additive increase,
-// DCTCP-style decrease on CE marks echoed in ACKs, halving on RTO, and the receiver's fair-share
-// cap. Loss alone does not shrink the window. Fixed point (1/1024 packet), like a kernel would.
+// Sender congestion control (protocol.md section 10): a packet window that starts at the full
+// window (256), with additive increase, DCTCP-style decrease on CE marks echoed in ACKs,
+// halving on RTO (not below 16), and the receiver's fair-share cap. Loss alone does not shrink
+// the window. Fixed point (1/1024 packet), like a kernel would.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,11 @@
 namespace metaroce {
 
 struct CongestionConfig {
-    std::uint32_t initial_cwnd = 16;
+    std::uint32_t initial_cwnd = 256;  // the full window, as RoCE NICs start at line rate
     std::uint32_t min_cwnd = 1;
     std::uint32_t max_cwnd = 256;
-    unsigned alpha_gain_shift = 4;  // g = 1/16
+    std::uint32_t rto_min_cwnd = 16;  // a timeout halves cwnd, but not below this
+    unsigned alpha_gain_shift = 4;    // g = 1/16
     // DCTCP starts from alpha = 1 (the first marked window halves cwnd), as Linux does.
     std::uint32_t initial_alpha_scaled = 1024;
 };

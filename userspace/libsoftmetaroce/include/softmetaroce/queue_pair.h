@@ -48,7 +48,7 @@ class QueuePair {
     std::uint32_t qpn() const { return config_.sender.qpn; }
 
     void post_send(WorkRequest wr, TimeUs now);
-    bool post_recv(std::uint8_t stream, ReceiveWqe wqe);
+    bool post_recv(ReceiveWqe wqe);
 
     // A UDP payload arrived for this QP; `ce`: its IP header was CE-marked.
     void on_datagram(std::span<const std::uint8_t> bytes, bool ce, TimeUs now);

@@ -3,9 +3,11 @@
 //
 // A READ of n response packets is requested in parts (READ_REQs for consecutive index ranges,
 // each taking the PSNs of its range, so READs larger than the 256-PSN window work), and lost
-// responses are recovered with re-reads of the runs of missing indices. A response is lost when
-// at least `reorder_allowance` responses sent after it by the same request arrived, or when no
-// response came for a retransmission timeout.
+// responses are recovered with re-reads of the runs of missing indices. Responses are detected
+// lost like packets (protocol.md section 8): once a response sent after it by the same request
+// arrived, a response is lost when at least `reorder_allowance` such responses arrived, or when
+// its request has been out longer than the reordering window (SRTT + max(SRTT/4, 200 us)); and
+// every response still missing is lost when no response came for a retransmission timeout.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,10 @@ class ReadTracker {
 
     // The responder accepted the request covering `index` (its PSN was acknowledged).
     void on_accepted(std::uint32_t index, TimeUs now);
-    Arrival on_response(std::uint32_t index, TimeUs now);
+    Arrival on_response(std::uint32_t index, TimeUs now, TimeUs reorder_window);
+    // When the time rule next declares a response lost; empty if it has nothing to wait for.
+    std::optional<TimeUs> reorder_deadline(TimeUs reorder_window) const;
+    void detect_time_losses(TimeUs now, TimeUs reorder_window);
 
     // The runs of lost responses, each at most `max_run` long; they are no longer lost once
     // taken (the caller re-reads them).
@@ -62,11 +67,12 @@ class ReadTracker {
   private:
     struct Request {
         Range range;
+        TimeUs sent_at = 0;
         TimeUs counts_from = 0;
         std::vector<bool> seen;  // responses of the range arrived since counts_from
     };
 
-    void detect_losses(std::uint32_t request);
+    void detect_losses(std::uint32_t request, TimeUs now, TimeUs reorder_window);
 
     std::uint32_t packets_;
     std::uint32_t allowance_;

@@ -7,14 +7,13 @@
 // already been decoded and validated (codec.h) and addressed to this connection.
 //
 // Messages complete when the connection's cum_psn passes their last PSN (section 6), so
-// completions are in order per stream and overall; a hole in one stream therefore does hold
-// back the other streams (section 9 says it should not; see the notes to the lead).
+// completions are in order. Version 1 has a single stream (0) per connection (section 9); the
+// codec drops packets of any other stream.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -71,11 +70,11 @@ class Receiver {
     Receiver(const ReceiverConfig& config, MemoryModel& memory,
              FairShareTracker* fair_share = nullptr, const PathSet* paths = nullptr);
 
-    // Posts a receive WQE for `stream`: the k-th one posted on a stream is consumed by the
-    // k-th SEND (or WRITE with immediate) of that stream. Returns false, posting nothing, if
+    // Posts a receive WQE: the k-th one posted is consumed by the k-th SEND (or WRITE with
+    // immediate) of the connection, the message with MSN k. Returns false, posting nothing, if
     // the scatter list does not name locally writable memory. In the error state the WQE
     // completes at once with WR_FLUSH_ERR.
-    bool post_recv(std::uint8_t stream, ReceiveWqe wqe);
+    bool post_recv(ReceiveWqe wqe);
 
     // A SEND, WRITE or READ_REQ for this connection. `ce`: the IP header was CE-marked.
     void on_packet(const Packet& packet, bool ce, TimeUs now);
@@ -96,8 +95,8 @@ class Receiver {
     const SackBitmap& window() const { return window_; }
     const ReceiverCounters& counters() const { return counters_; }
     const ReceiverConfig& config() const { return config_; }
-    std::size_t posted_wqes(std::uint8_t stream) const;
-    std::uint32_t completed_messages(std::uint8_t stream) const;
+    std::size_t posted_wqes() const { return wqes_.size(); }
+    std::uint32_t completed_messages() const { return completed_messages_; }
     std::size_t pending_reads() const { return pending_reads_.size(); }
 
   private:
@@ -106,18 +105,11 @@ class Receiver {
         std::optional<std::uint32_t> msg_len;  // from the first packet placed in it
     };
 
-    struct StreamState {
-        std::deque<PostedWqe> wqes;
-        std::uint32_t front_msn = 0;  // message number of wqes.front()
-        std::uint32_t completed_messages = 0;
-    };
-
     enum class MessageKind : std::uint8_t { Send, Write, WriteWithImm, Read };
 
     // Recorded at the last PSN of a message; the message completes when cum_psn passes it.
     struct MessageEnd {
         MessageKind kind = MessageKind::Write;
-        std::uint8_t stream = 0;
         std::uint32_t msn = 0;
         std::uint32_t msg_len = 0;
         std::optional<std::uint32_t> imm;
@@ -127,7 +119,6 @@ class Receiver {
     struct PendingRead {
         Psn psn = 0;
         ReadReq request;
-        std::uint8_t stream = 0;
         bool retx = false;
     };
 
@@ -141,7 +132,6 @@ class Receiver {
     };
 
     struct FailedWqe {
-        std::uint8_t stream;
         std::uint32_t msn;
         WcStatus status;
     };
@@ -161,11 +151,13 @@ class Receiver {
     // `again`: a duplicate request for a READ that already ran (a re-read).
     void execute_read(const PendingRead& read, bool again, TimeUs now);
 
-    void schedule_ack(bool immediate, TimeUs now);
+    // `immediate`: ACK_REQ, or a message that consumed a receive WQE completed.
+    // `ahead_of_gap`: the packet is still ahead of cum_psn.
+    void schedule_ack(bool immediate, bool ahead_of_gap, TimeUs now);
+    bool ahead_of_gap(Psn psn) const;
     void send_ack(Syndrome syndrome, Psn nak_psn, std::uint8_t nak_arg, TimeUs now);
     void fail(std::optional<FailedWqe> failed);
 
-    StreamState& stream(std::uint8_t id) { return streams_[id]; }
     std::optional<MessageEnd>& message_end_at(Psn psn) {
         return message_ends_[psn % message_ends_.size()];
     }
@@ -185,7 +177,9 @@ class Receiver {
 
     SackBitmap window_;
     bool error_ = false;
-    std::map<std::uint8_t, StreamState> streams_;
+    std::deque<PostedWqe> wqes_;
+    std::uint32_t front_msn_ = 0;  // message number of wqes_.front()
+    std::uint32_t completed_messages_ = 0;
     // Indexed by PSN modulo 512: every recorded end lies in [cum_psn, cum_psn + 256].
     std::array<std::optional<MessageEnd>, 2 * METAROCE_SACK_BITS> message_ends_{};
     std::vector<PendingRead> pending_reads_;

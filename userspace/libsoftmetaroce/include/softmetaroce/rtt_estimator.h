@@ -1,6 +1,7 @@
 // RFC 6298 retransmission timeout estimation over all paths of a connection
-// (protocol.md section 8): RTO = SRTT + 4 * RTTVAR, at least the minimum, doubled on each
-// consecutive expiry. Integer microseconds, so results are identical everywhere.
+// (protocol.md section 8): RTO = SRTT + 4 * RTTVAR, at least 5 ms (20 ms before the first
+// sample), doubled on each consecutive expiry up to 2 s; a new sample (or new data
+// acknowledged) ends the backoff. Integer microseconds, so results are identical everywhere.
 #pragma once
 
 #include <cstdint>
@@ -11,17 +12,18 @@
 namespace metaroce {
 
 struct RttConfig {
-    TimeUs min_rto_us = 1000;  // protocol.md: at least 1 ms
+    TimeUs min_rto_us = 5000;  // protocol.md: at least 5 ms
     // Before the first sample. RFC 6298 says 1 s for the Internet; a datacenter fabric's RTT is
-    // microseconds, so the 1 ms floor is used instead.
-    TimeUs initial_rto_us = 1000;
-    TimeUs max_rto_us = 1'000'000;
+    // microseconds: the spec's 20 ms.
+    TimeUs initial_rto_us = 20'000;
+    TimeUs max_rto_us = 2'000'000;
 };
 
 class RttEstimator {
   public:
     explicit RttEstimator(const RttConfig& config = {});
 
+    // A new sample; it also ends the backoff.
     void on_sample(TimeUs rtt_us);
     // An RTO expired: the next timeout is twice as long (RFC 6298 5.5).
     void on_timeout();

@@ -1,6 +1,7 @@
 // The requester side of one connection (protocol.md sections 3.2, 7, 8, 10): segments work
 // requests into PSNs, sprays them over paths, keeps the 256-PSN SACK window and the congestion
-// window, detects losses (reordering and RTO), retransmits exactly what the ACKs do not show
+// window, detects losses (a count rule and a time rule once later packets were delivered,
+// tail-loss probes, the retransmission timeout), retransmits exactly what the ACKs do not show
 // received, recovers lost READ responses with re-reads, and completes work requests in order.
 //
 // Deterministic: the caller passes the time, calls on_timer() at next_timer(), and collects
@@ -11,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -33,11 +33,13 @@ struct SenderConfig {
     Psn initial_psn = 0;  // sq_psn
     std::uint32_t mtu = 1024;
     unsigned num_paths = 8;
-    std::uint8_t timeout = 14;         // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
-    std::uint8_t retry_cnt = 7;        // periods without progress tolerated
-    std::uint8_t rnr_retry = 7;        // RNR NAKs tolerated per message; 7: infinite
-    std::uint32_t max_rd_atomic = 16;  // READ_REQ parts outstanding at once
-    std::uint32_t reorder_allowance = 8;
+    std::uint8_t timeout = 14;            // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
+    std::uint8_t retry_cnt = 7;           // periods without progress tolerated
+    std::uint8_t rnr_retry = 7;           // RNR NAKs tolerated per message; 7: infinite
+    std::uint32_t max_rd_atomic = 16;     // READ_REQ parts outstanding at once
+    std::uint32_t reorder_allowance = 8;  // the count rule of loss detection
+    TimeUs min_reorder_us = 200;          // the time rule: SRTT + max(SRTT / 4, this)
+    unsigned max_tail_probes = 2;         // tail-loss probes in a row before the RTO
     // A READ is requested in parts (and re-read in runs) of at most this many response
     // packets (1..256); each part also fits the room left in the 256-PSN window.
     std::uint32_t max_read_packets = 64;
@@ -50,10 +52,11 @@ struct SenderCounters {
     std::uint64_t packets_sent = 0;  // every transmission, re-reads included
     std::uint64_t new_packets = 0;
     std::uint64_t retransmissions = 0;
-    std::uint64_t reorder_losses = 0;  // packets declared lost by the SACK
+    std::uint64_t reorder_losses = 0;  // packets declared lost by the count or time rule
     std::uint64_t rto_expiries = 0;
+    std::uint64_t tail_probes = 0;
     std::uint64_t rereads = 0;
-    std::uint64_t probes = 0;
+    std::uint64_t probes = 0;  // new packets sent on a SUSPECT or FAILED path to test it
     std::uint64_t acks = 0;
     std::uint64_t stale_acks = 0;
     std::uint64_t invalid_acks = 0;  // ACKs for PSNs never sent
@@ -148,6 +151,8 @@ class Sender {
     WrState* find_wr(std::uint64_t seq);
 
     void pump(TimeUs now);
+    TimeUs reorder_window() const;
+    TimeUs tail_probe_timeout() const;
     void send_retransmissions(TimeUs now);
     void send_rereads(TimeUs now);
     void send_reread(WrState& wr, ReadTracker::Range range, TimeUs now);
@@ -160,10 +165,15 @@ class Sender {
 
     std::uint32_t apply_sack(const Ack& ack, TimeUs now);
     void mark_delivered(PsnSlot& slot, TimeUs now);
-    void detect_reorder_losses(TimeUs now);
+    void detect_losses(TimeUs now);
+    std::optional<TimeUs> reorder_deadline() const;
     void declare_lost(PsnSlot& slot, bool by_network, TimeUs now);
     void on_progress(TimeUs now);
     void handle_nak(const Ack& ack, TimeUs now);
+    // Nothing delivered for a while: a tail-loss probe, or after the probes the RTO.
+    std::optional<TimeUs> quiet_deadline() const;
+    void on_quiet(TimeUs now);
+    void send_tail_probe(TimeUs now);
     void on_rto(TimeUs now);
     void end_rnr_wait(TimeUs now);
     void advance_una();
@@ -185,21 +195,26 @@ class Sender {
     std::uint64_t next_wr_seq_ = 0;
     std::uint64_t next_issue_seq_ = 0;          // first work request not fully segmented
     std::uint32_t read_parts_outstanding_ = 0;  // READ_REQ parts not fully answered
-    // Per stream: the message number of the next SEND or WRITE with immediate.
-    std::map<std::uint8_t, std::uint32_t> next_msn_;
+    // The message number of the next SEND or WRITE with immediate.
+    std::uint32_t next_msn_ = 0;
 
     Psn snd_una_;  // oldest PSN not known delivered
     Psn snd_nxt_;  // next PSN to assign
     std::array<std::optional<PsnSlot>, METAROCE_SACK_BITS> slots_{};
     std::uint32_t inflight_ = 0;  // wire packets in flight
     std::uint64_t next_tx_order_ = 0;
+    std::optional<std::uint64_t> latest_delivered_tx_;  // newest transmission known delivered
 
     std::optional<Psn> highest_cum_;  // newest cum_psn seen, to ignore stale ACKs
     std::uint16_t fair_share_ = 0;
     bool error_ = false;
     bool force_retransmission_ = false;  // after an RTO the oldest loss goes even if cwnd is full
 
-    std::optional<TimeUs> rto_deadline_;
+    // Tail-loss probes and the RTO: the quiet clock starts at the last delivery (or the first
+    // transmission with nothing in flight); probes count those sent since.
+    TimeUs last_delivery_ = 0;
+    TimeUs last_tail_probe_ = 0;
+    unsigned tail_probes_ = 0;
     std::optional<TimeUs> rnr_until_;
     Psn rnr_psn_ = 0;
     TimeUs last_progress_ = 0;

@@ -9,17 +9,17 @@ namespace metaroce {
 enum class WrOpcode : std::uint8_t { Send, SendWithImm, Write, WriteWithImm, Read };
 
 // A send-queue work request. SEND and WRITE data is copied in at posting time; a READ's
-// result is returned in its completion (the model has no requester-side memory).
+// result is returned in its completion (the model has no requester-side memory). Version 1
+// has one ordered stream per connection (protocol.md section 9): every packet carries stream 0.
 struct WorkRequest {
     std::uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::Send;
-    std::uint8_t stream = 0;
     std::vector<std::uint8_t> data;  // SEND, WRITE
     std::uint64_t remote_addr = 0;   // WRITE, READ
     std::uint32_t rkey = 0;          // WRITE, READ
     std::uint32_t read_length = 0;   // READ
     std::uint32_t imm = 0;           // *WithImm
-    bool solicited = false;          // SEND, WRITE with immediate
+    bool solicited = false;          // SEND, WRITE with immediate: on the last packet
     bool signaled = true;            // complete successfully with a completion
     bool fence = false;              // wait for earlier READs to complete first
 
