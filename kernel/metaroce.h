@@ -87,6 +87,7 @@ struct metaroce_dev {
 	atomic_t fs_count;
 
 	struct metaroce_counters __percpu *counters;
+	struct dentry *debugfs;
 };
 
 struct metaroce_ucontext {

@@ -33,6 +33,17 @@ static u16 fair_share(struct metaroce_dev *mdev)
 	return max_t(u32, SOFT_RX_BUDGET / senders, 4);
 }
 
+/*
+ * Called under the responder lock for every request packet from the peer:
+ * the next ACK echoes the newest one, whatever became of it (a duplicate
+ * or a refused packet triggers an ACK too).
+ */
+void soft_ack_note_echo(struct soft_resp *resp, const struct soft_pkt_info *pkt)
+{
+	resp->echo_path = pkt->path;
+	resp->echo_ts = pkt->ts;
+}
+
 /* Called under the responder lock for each data packet accepted. */
 void soft_ack_note_data(struct metaroce_soft_qp *sqp,
 			const struct soft_pkt_info *pkt)
@@ -42,8 +53,6 @@ void soft_ack_note_data(struct metaroce_soft_qp *sqp,
 	resp->unacked++;
 	if (pkt->ce)
 		resp->ce_count++;
-	resp->echo_path = pkt->path;
-	resp->echo_ts = pkt->ts;
 	note_active(sqp->qp->mdev, resp);
 
 	if ((pkt->flags & METAROCE_F_ACK_REQ) ||

@@ -85,6 +85,12 @@ static bool is_read_psn(struct soft_req *req, struct soft_pkt *e)
 	return req->swqes[e->swqe].wire_op == METAROCE_OP_READ_REQ;
 }
 
+static void advance(u32 *watermark, u32 tx_seq)
+{
+	if ((s32)(tx_seq - *watermark) > 0)
+		*watermark = tx_seq;
+}
+
 /* Marks one outstanding PSN delivered. */
 static void deliver(struct soft_req *req, struct soft_pkt *e)
 {
@@ -101,8 +107,6 @@ static void deliver(struct soft_req *req, struct soft_pkt *e)
 		e->part_end = false;
 		req->reads--;
 	}
-	if ((s32)(e->tx_seq - req->delivered_tx_seq) > 0)
-		req->delivered_tx_seq = e->tx_seq;
 	req->swqes[e->swqe].delivered++;
 	soft_path_on_delivered(req, e->path);
 }
@@ -131,14 +135,28 @@ static u32 reorder_window_us(const struct soft_req *req)
 {
 	if (!req->srtt_us)
 		return SOFT_INITIAL_RTO_US;
-	return req->srtt_us + max_t(u32, req->srtt_us / 4, SOFT_MIN_REORDER_US);
+	return req->srtt_us + max_t(u32, req->srtt_us / 2, SOFT_MIN_REORDER_US);
 }
 
 /*
- * A packet is lost once a packet sent after it has been delivered, and
- * either SOFT_REORDER_ALLOWANCE transmissions after it were, or it has
- * been out longer than a round trip plus a reordering allowance. Returns
- * whether it declared anything lost.
+ * The evidence against a PSN: for a data packet and a READ request not yet
+ * acknowledged, packets acknowledged after it; for a READ response whose
+ * request arrived, responses delivered after it (ACKs for later packets
+ * say nothing about responses the responder has yet to send).
+ */
+static s32 sent_later_and_arrived(const struct soft_req *req,
+				  const struct soft_pkt *e)
+{
+	u32 mark = e->request_acked ? req->response_tx_seq : req->acked_tx_seq;
+
+	return mark - e->tx_seq;
+}
+
+/*
+ * A packet is lost once a packet sent after it has arrived, and either
+ * SOFT_REORDER_ALLOWANCE transmissions after it did, or it has been out
+ * longer than a round trip plus a reordering allowance. Returns whether it
+ * declared anything lost.
  */
 static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 {
@@ -151,15 +169,24 @@ static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 	for (i = 0; i < span; i++) {
 		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
 						SOFT_WINDOW];
-		s32 later = req->delivered_tx_seq - e->tx_seq;
+		s32 later = sent_later_and_arrived(req, e);
 
 		if (e->state != PKT_INFLIGHT || later <= 0)
 			continue;
-		if (later >= SOFT_REORDER_ALLOWANCE ||
-		    (s32)(now - e->sent_us) >= (s32)window) {
-			declare_lost(sqp->qp->mdev, req, e, true);
-			any = true;
+		/*
+		 * Responses leave the responder one after another, long after
+		 * their request: only the count tells of their loss.
+		 */
+		if (later >= (s32)req->reorder) {
+			metaroce_count(sqp->qp->mdev, LOST_BY_COUNT);
+		} else if (!e->request_acked &&
+			   (s32)(now - e->sent_us) >= (s32)window) {
+			metaroce_count(sqp->qp->mdev, LOST_BY_TIME);
+		} else {
+			continue;
 		}
+		declare_lost(sqp->qp->mdev, req, e, true);
+		any = true;
 	}
 	return any;
 }
@@ -279,6 +306,16 @@ static bool want_tx(struct metaroce_soft_qp *sqp)
 	       smp_load_acquire(&qp->sq.hdr->producer) != req->fetch_index;
 }
 
+/* Once per window of data, the allowance falls back by an eighth. */
+static void decay_reordering(struct soft_req *req)
+{
+	if (soft_psn_diff(req->psn_una, req->reorder_decay_psn) < 0)
+		return;
+	req->reorder = max_t(u32, req->reorder - req->reorder / 8,
+			     SOFT_REORDER_ALLOWANCE);
+	req->reorder_decay_psn = soft_psn_add(req->psn_una, SOFT_WINDOW);
+}
+
 /* After the scoreboard changed: losses, completions, timer, worker. */
 static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 			 u32 ce_count, u32 cum_psn)
@@ -292,6 +329,7 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 	}
 	detect_losses(sqp, soft_now_us());
 	advance_una(req);
+	decay_reordering(req);
 	soft_cc_on_ack(&req->cc, delivered, ce_count, cum_psn, req->psn_next);
 	soft_comp_complete(sqp);
 
@@ -304,6 +342,39 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 		soft_sq_go_idle(sqp);
 }
 
+/*
+ * A first transmission of @e arrives although @overtaken later ones were
+ * known to have arrived before it: the paths reorder that much, so wait
+ * for that many before calling a packet lost.
+ */
+static void note_reordering(struct soft_req *req, const struct soft_pkt *e,
+			    s32 overtaken)
+{
+	if (e->retx || overtaken <= 0)
+		return;
+	req->reorder = clamp_t(u32, max_t(u32, req->reorder, overtaken + 1),
+			       SOFT_REORDER_ALLOWANCE, SOFT_MAX_REORDER);
+}
+
+/*
+ * The peer has PSN @e: a data packet is delivered; a READ PSN only says
+ * the request arrived (its response delivers it). @acked_before is the
+ * acknowledged watermark before this ACK. Returns 1 if delivered.
+ */
+static u32 peer_has(struct soft_req *req, struct soft_pkt *e, u32 acked_before)
+{
+	if (e->state == PKT_DELIVERED || e->state == PKT_FREE)
+		return 0;
+	advance(&req->acked_tx_seq, e->tx_seq);
+	if (is_read_psn(req, e)) {
+		e->request_acked = true;
+		return 0;
+	}
+	note_reordering(req, e, acked_before - e->tx_seq);
+	deliver(req, e);
+	return 1;
+}
+
 static bool sack_bit(const struct soft_pkt_info *pkt, u32 i)
 {
 	return pkt->ack.sack[i / 32] & (0x80000000U >> (i % 32));
@@ -314,6 +385,7 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_req *req = &sqp->req;
 	u32 cum = pkt->ack.cum_psn, delivered = 0, span, i;
+	u32 acked_before;
 	s32 rtt;
 
 	metaroce_count(qp->mdev, RX_ACKS);
@@ -332,18 +404,13 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	}
 	req->cc.fair_share = pkt->ack.fair_share;
 
-	/* Cumulative part: READ PSNs are delivered by their responses. */
+	/* Cumulative part. */
+	acked_before = req->acked_tx_seq;
 	span = max(soft_psn_diff(cum, req->psn_una), 0);
-	for (i = 0; i < span; i++) {
-		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
-						SOFT_WINDOW];
-
-		if (e->state != PKT_DELIVERED && e->state != PKT_FREE &&
-		    !is_read_psn(req, e)) {
-			deliver(req, e);
-			delivered++;
-		}
-	}
+	for (i = 0; i < span; i++)
+		delivered += peer_has(req, &req->pkts[soft_psn_add(req->psn_una,
+							   i) % SOFT_WINDOW],
+				      acked_before);
 	/* Selective part. */
 	for (i = 0; i < METAROCE_SACK_BITS; i++) {
 		u32 psn = soft_psn_add(cum, i + 1);
@@ -353,11 +420,7 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 			break;
 		if (soft_psn_diff(psn, req->psn_una) < 0 || !sack_bit(pkt, i))
 			continue;
-		if (e->state != PKT_DELIVERED && e->state != PKT_FREE &&
-		    !is_read_psn(req, e)) {
-			deliver(req, e);
-			delivered++;
-		}
+		delivered += peer_has(req, e, acked_before);
 	}
 	if (pkt->ack.syndrome != METAROCE_ACK)
 		handle_nak(sqp, pkt);
@@ -400,6 +463,10 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}
+	/* A response also means its request arrived. */
+	e->request_acked = true;
+	note_reordering(req, e, req->response_tx_seq - e->tx_seq);
+	advance(&req->response_tx_seq, e->tx_seq);
 	deliver(req, e);
 	after_update(sqp, 1, pkt->ce, req->psn_una);
 out:
@@ -461,6 +528,7 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now)
 		return false;
 	if (req->probes < SOFT_MAX_PROBES) {
 		req->probes++;
+		metaroce_count(sqp->qp->mdev, TAIL_PROBES);
 		probe_tail(sqp);
 		return true;
 	}

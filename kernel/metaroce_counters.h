@@ -32,6 +32,9 @@ enum metaroce_counter {
 	METAROCE_CNT_REMOTE_ACCESS_ERR,	/* refused a remote access */
 	METAROCE_CNT_RNR_NAKS_SENT,
 	METAROCE_CNT_RETRANSMITS,
+	METAROCE_CNT_LOST_BY_COUNT,	/* overtaken by enough later packets */
+	METAROCE_CNT_LOST_BY_TIME,	/* overtaken, and out too long */
+	METAROCE_CNT_TAIL_PROBES,
 	METAROCE_CNT_REREADS,
 	METAROCE_CNT_RTO_EXPIRED,
 	METAROCE_CNT_RETRY_EXCEEDED,

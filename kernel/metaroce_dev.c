@@ -143,6 +143,7 @@ void metaroce_dealloc_driver(struct ib_device *ibdev)
 {
 	struct metaroce_dev *mdev = to_mdev(ibdev);
 
+	metaroce_debugfs_remove(mdev);
 	if (mdev->engine)
 		mdev->engine->dev_close(mdev);
 	free_percpu(mdev->counters);
@@ -241,6 +242,7 @@ int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev)
 	err = ib_device_set_netdev(&mdev->ib_dev, ndev, METAROCE_PORT);
 	if (err)
 		goto err_dealloc;
+	metaroce_debugfs_add(mdev, ibdev_name);
 
 	err = ib_register_device(&mdev->ib_dev, ibdev_name, NULL);
 	if (err) {

@@ -24,6 +24,12 @@ void metaroce_dealloc_driver(struct ib_device *ibdev);
 int metaroce_notifier_init(void);
 void metaroce_notifier_exit(void);
 
+/* metaroce_debugfs.c */
+void metaroce_debugfs_init(void);
+void metaroce_debugfs_exit(void);
+void metaroce_debugfs_add(struct metaroce_dev *mdev, const char *name);
+void metaroce_debugfs_remove(struct metaroce_dev *mdev);
+
 /* metaroce_sysfs.c: per-device tunables */
 extern const struct attribute_group metaroce_attr_group;
 

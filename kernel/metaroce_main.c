@@ -169,6 +169,7 @@ static int __init metaroce_init(void)
 	if (err)
 		goto err_net;
 
+	metaroce_debugfs_init();
 	rdma_link_register(&metaroce_link_ops);
 	pr_info("metaroce: loaded (UDP port %u)\n", metaroce_udp_port);
 	return 0;
@@ -186,6 +187,7 @@ static void __exit metaroce_exit(void)
 	unregister_all_devices();
 	metaroce_notifier_exit();
 	metaroce_net_exit();
+	metaroce_debugfs_exit();
 	/* Finishes deferred MR releases. */
 	destroy_workqueue(metaroce_wq);
 	pr_info("metaroce: unloaded\n");

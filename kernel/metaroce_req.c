@@ -48,7 +48,10 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->psn_una = sq_psn;
 	req->msn_next = 0;
 	req->tx_seq = 0;
-	req->delivered_tx_seq = 0;
+	req->acked_tx_seq = 0;
+	req->response_tx_seq = 0;
+	req->reorder = SOFT_REORDER_ALLOWANCE;
+	req->reorder_decay_psn = sq_psn;
 	req->nr_lost = 0;
 	req->inflight = 0;
 	req->reads = 0;
@@ -174,6 +177,7 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 	e->state = PKT_INFLIGHT;
 	e->retx = retx ? e->retx + 1 : 0;
 	e->part_end = part_end;
+	e->request_acked = false;
 	req->inflight++;
 	req->paths[path].inflight++;
 	req->paths[path].sent++;

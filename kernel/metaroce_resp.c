@@ -307,6 +307,7 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	u32 n = 1;
 
 	spin_lock_bh(&resp->lock);
+	soft_ack_note_echo(resp, pkt);
 	ahead = soft_psn_diff(pkt->psn, resp->cum);
 	if (ahead > SOFT_WINDOW) {
 		metaroce_count(qp->mdev, RX_OUT_OF_WINDOW);

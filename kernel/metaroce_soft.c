@@ -25,8 +25,9 @@ static void soft_dev_close(struct metaroce_dev *mdev)
 
 void soft_schedule_tx(struct metaroce_soft_qp *sqp)
 {
+	/* Work queued for an offline CPU still runs, on another one. */
 	if (!READ_ONCE(sqp->dying))
-		queue_work(metaroce_wq, &sqp->tx_work);
+		queue_work_on(sqp->tx_cpu, metaroce_wq, &sqp->tx_work);
 }
 
 /* The engine gives up on a QP: error state, then everything is flushed. */
@@ -118,6 +119,8 @@ static int soft_qp_create(struct metaroce_qp *qp)
 		goto err;
 
 	INIT_WORK(&sqp->tx_work, soft_tx_work);
+	/* QPs spread over the CPUs by number. */
+	sqp->tx_cpu = cpumask_local_spread(qp->ibqp.qp_num, NUMA_NO_NODE);
 	soft_req_init(sqp);
 	soft_resp_init(sqp);
 	/* Until the engine runs, a post must ring the doorbell. */

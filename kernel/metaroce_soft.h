@@ -24,13 +24,14 @@
 /* READ_REQ parts a responder holds at once. */
 #define SOFT_MAX_READS		METAROCE_MAX_RD_ATOMIC
 #define SOFT_REORDER_ALLOWANCE	8
+#define SOFT_MAX_REORDER	(SOFT_WINDOW / 2)
 #define SOFT_ACK_EVERY		16
 #define SOFT_DELAYED_ACK_US	200
 /* Above scheduling noise of a software transport (a busy CPU, a VM). */
 #define SOFT_MIN_RTO_US		5000
 #define SOFT_INITIAL_RTO_US	20000
 /* A packet sent before a delivered one is lost after srtt + this. */
-#define SOFT_MIN_REORDER_US	200
+#define SOFT_MIN_REORDER_US	1000
 /* Tail-loss probes before a full retransmission timeout. */
 #define SOFT_MAX_PROBES		2
 #define SOFT_MAX_RTO_US		(2 * USEC_PER_SEC)
@@ -82,6 +83,7 @@ struct soft_pkt {
 	u8 path;
 	u8 retx;
 	bool part_end;			/* last PSN of a READ_REQ part */
+	bool request_acked;		/* READ: the responder has the request */
 };
 
 enum soft_path_state {
@@ -124,7 +126,18 @@ struct soft_req {
 	u32 msn_next;			/* receive-consuming messages so far */
 	struct soft_pkt pkts[SOFT_WINDOW];
 	u32 tx_seq;			/* transmissions so far */
-	u32 delivered_tx_seq;		/* latest tx_seq known delivered */
+	/*
+	 * Loss evidence, as the latest tx_seq known to have arrived: of packets
+	 * an ACK acknowledged (data, READ requests), and of READ responses.
+	 */
+	u32 acked_tx_seq;
+	u32 response_tx_seq;
+	/*
+	 * Transmissions after a packet that may arrive before it: grows with
+	 * the reordering seen, decays back to SOFT_REORDER_ALLOWANCE.
+	 */
+	u32 reorder;
+	u32 reorder_decay_psn;		/* next decay when psn_una passes it */
 	u32 nr_lost;			/* PKT_LOST entries */
 	u32 inflight;			/* PKT_INFLIGHT entries */
 	u32 reads;			/* READ_REQ parts outstanding */
@@ -203,6 +216,11 @@ struct soft_resp {
 struct metaroce_soft_qp {
 	struct metaroce_qp *qp;
 	struct work_struct tx_work;
+	/*
+	 * The worker always runs on this CPU: transmissions from several CPUs
+	 * would reorder packets of the QP in per-CPU queues on their way out.
+	 */
+	int tx_cpu;
 	bool dying;			/* destroy under way: no rescheduling */
 	struct soft_req req;
 	struct soft_resp resp;
@@ -343,6 +361,8 @@ struct soft_ack_info {
 	u32 nak_psn;
 };
 void soft_ack_send(struct metaroce_soft_qp *sqp, const struct soft_ack_info *nak);
+void soft_ack_note_echo(struct soft_resp *resp,
+			const struct soft_pkt_info *pkt);
 void soft_ack_note_data(struct metaroce_soft_qp *sqp,
 			const struct soft_pkt_info *pkt);
 enum hrtimer_restart soft_ack_timer_fn(struct hrtimer *timer);
