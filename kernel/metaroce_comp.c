@@ -324,6 +324,7 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 
 	if (delivered) {
 		req->progress_ns = ktime_get_ns();
+		req->resent_in_period = false;
 		req->retries = 0;
 		req->rto_us = rto_from_rtt(req);
 	}
@@ -473,8 +474,8 @@ out:
 	spin_unlock_bh(&req->lock);
 }
 
-/* Retransmission timeout: every packet out longer than the RTO is lost. */
-static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now)
+/* Retransmission timeout: every packet out longer than @rto is lost. */
+static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now, u32 rto)
 {
 	struct soft_req *req = &sqp->req;
 	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
@@ -486,7 +487,7 @@ static bool expire_packets(struct metaroce_soft_qp *sqp, u32 now)
 						SOFT_WINDOW];
 
 		if (e->state == PKT_INFLIGHT &&
-		    (s32)(now - e->sent_us) >= (s32)req->rto_us) {
+		    (s32)(now - e->sent_us) >= (s32)rto) {
 			declare_lost(sqp->qp->mdev, req, e, false);
 			any = true;
 		}
@@ -516,14 +517,20 @@ static void probe_tail(struct metaroce_soft_qp *sqp)
 	}
 }
 
-/* Nothing delivered for a while: probe first, then time out. */
-static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now)
+/*
+ * Nothing delivered for a while: probe first, then time out. Neither waits
+ * longer than the QP's local ACK timeout (@limit_us), after which an IB
+ * requester retries.
+ */
+static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 {
 	struct soft_req *req = &sqp->req;
 	s32 quiet = now - req->delivered_us;
 	u32 pto = req->srtt_us ? max(2 * req->srtt_us, 1000U) :
 				 SOFT_INITIAL_RTO_US;
+	u32 rto = min(req->rto_us, limit_us);
 
+	pto = min(pto, limit_us);
 	if (!req->inflight || quiet < (s32)pto)
 		return false;
 	if (req->probes < SOFT_MAX_PROBES) {
@@ -532,7 +539,7 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now)
 		probe_tail(sqp);
 		return true;
 	}
-	if (quiet < (s32)req->rto_us || !expire_packets(sqp, now))
+	if (quiet < (s32)rto || !expire_packets(sqp, now, rto))
 		return false;
 	metaroce_count(sqp->qp->mdev, RTO_EXPIRED);
 	req->rto_us = min_t(u32, 2 * req->rto_us, SOFT_MAX_RTO_US);
@@ -563,8 +570,9 @@ static u64 ib_timeout_ns(u8 timeout)
 /*
  * The requester's timer: a tick every half round trip while packets are
  * out, and the end of an RNR wait. Detects losses by time, probes the tail,
- * times out, and fails the QP once retry_cnt periods of the QP's timeout
- * passed without progress.
+ * times out, and fails the QP once more than retry_cnt periods of the QP's
+ * timeout passed without progress, each with something resent (a period in
+ * which nothing was resent was no retry).
  */
 enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 {
@@ -586,13 +594,18 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	if (!req->inflight && !req->nr_lost && !req->rnr_wait)
 		goto out;
 
-	if (detect_losses(sqp, now) || handle_quiet(sqp, now))
+	if (detect_losses(sqp, now) ||
+	    handle_quiet(sqp, now, limit ? div_u64(limit, NSEC_PER_USEC) :
+					   U32_MAX))
 		soft_schedule_tx(sqp);
 
 	if (limit && (req->inflight || req->nr_lost) &&
 	    now_ns - req->progress_ns >= limit) {
+		bool retried = req->resent_in_period;
+
 		req->progress_ns = now_ns;
-		if (++req->retries > qp->attr.retry_cnt) {
+		req->resent_in_period = false;
+		if (retried && ++req->retries > qp->attr.retry_cnt) {
 			metaroce_count(qp->mdev, RETRY_EXCEEDED);
 			fail_oldest(sqp, IB_WC_RETRY_EXC_ERR);
 			goto out;

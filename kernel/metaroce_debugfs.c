@@ -34,6 +34,15 @@ static void show_req(struct seq_file *m, struct soft_req *req)
 			   e->request_acked ? "a" : "");
 	}
 	seq_puts(m, "\n");
+	for (i = 0; i < req->num_paths; i++) {
+		struct soft_path *p = &req->paths[i];
+
+		seq_printf(m, "  path %u: sport %u state %s inflight %u srtt %uus sent %llu lost %llu\n",
+			   i, METAROCE_ENTROPY_BASE | p->entropy,
+			   p->state == PATH_ACTIVE ? "active" :
+			   p->state == PATH_SUSPECT ? "suspect" : "failed",
+			   p->inflight, p->srtt_us, p->sent, p->lost);
+	}
 	spin_unlock_bh(&req->lock);
 }
 

@@ -176,6 +176,8 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 	e->path = path;
 	e->state = PKT_INFLIGHT;
 	e->retx = retx ? e->retx + 1 : 0;
+	if (retx)
+		req->resent_in_period = true;
 	e->part_end = part_end;
 	e->request_acked = false;
 	req->inflight++;

@@ -147,6 +147,7 @@ struct soft_req {
 	u32 delivered_us;		/* last delivery (or first send) */
 	u64 progress_ns;		/* start of the current retry period */
 	u8 retries;			/* retry periods without progress */
+	bool resent_in_period;		/* something was resent this period */
 	u8 probes;			/* tail probes since the last delivery */
 	u8 rnr_retries;
 	bool rnr_wait;			/* resend nothing until rnr_until_us */

@@ -20,6 +20,7 @@ SUITES=(
 	"kverbs:1:0:selftests/metaroce/kverbs.sh"
 	"perftest-netns:1:0:selftests/metaroce/perftest.sh"
 	"perftest-2vm:2:1:selftests/metaroce/perftest.sh"
+	"loss:1:0:selftests/metaroce/loss.sh"
 )
 
 installed=

@@ -110,6 +110,40 @@ topo_multipath() {
 	ip -n h2 route add 10.255.0.1/32 src 10.255.0.2 "${h2_hops[@]}"
 }
 
+# topo_ecmp K: two hosts, each with one link to its router, and K parallel
+# links between the routers over which both route with ECMP and an L4
+# hash, so flows (UDP source ports) spread over the K links:
+#
+#   h1:eth0 -- r1 ==K links== r2 -- h2:eth0
+#   h1 10.4.1.2/24 (via r1 10.4.1.1)     h2 10.4.2.2/24 (via r2 10.4.2.1)
+#   link k (1..K): r1:r2-k 10.5.k.1/24 <-> r2:r1-k 10.5.k.2/24
+topo_ecmp() {
+	local k=$1 l
+	local l4_hash=net.ipv4.fib_multipath_hash_policy=1
+	local r1_hops=() r2_hops=()
+	topo_ns r1 "${TOPO_FORWARDING[@]}" "$l4_hash"
+	topo_ns r2 "${TOPO_FORWARDING[@]}" "$l4_hash"
+	topo_ns h1
+	topo_ns h2
+	topo_veth h1 eth0 r1 h1
+	topo_addr h1 eth0 10.4.1.2/24 fd00:4:1::2/64
+	topo_addr r1 h1 10.4.1.1/24 fd00:4:1::1/64
+	topo_veth h2 eth0 r2 h2
+	topo_addr h2 eth0 10.4.2.2/24 fd00:4:2::2/64
+	topo_addr r2 h2 10.4.2.1/24 fd00:4:2::1/64
+	ip -n h1 route add default via 10.4.1.1
+	ip -n h2 route add default via 10.4.2.1
+	for ((l = 1; l <= k; l++)); do
+		topo_veth r1 "r2-$l" r2 "r1-$l"
+		topo_addr r1 "r2-$l" "10.5.$l.1/24" "fd00:5:$l::1/64"
+		topo_addr r2 "r1-$l" "10.5.$l.2/24" "fd00:5:$l::2/64"
+		r1_hops+=(nexthop via "10.5.$l.2" dev "r2-$l")
+		r2_hops+=(nexthop via "10.5.$l.1" dev "r1-$l")
+	done
+	ip -n r1 route add 10.4.2.0/24 "${r1_hops[@]}"
+	ip -n r2 route add 10.4.1.0/24 "${r2_hops[@]}"
+}
+
 # topo_cleanup: delete the namespaces created by the topo_* functions.
 topo_cleanup() {
 	local ns

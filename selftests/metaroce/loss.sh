@@ -1,0 +1,165 @@
+#!/bin/bash
+# The loss-tolerant multipath transport on a misbehaving network, every
+# transfer checked byte for byte by metaroce-xfer (WRITE, READ and SEND):
+# random loss from 0.1% to 10%, reordering with delay jitter, duplication,
+# corruption, a black-holed ECMP path, and a peer that disappears. One VM:
+# two hosts (namespaces) behind two routers joined by 4 parallel links.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/topo.sh"
+
+XFER=${XFER:-$(command -v metaroce-xfer ||
+	echo "$METAROCE_SELFTESTS/../../build/userspace/tools/metaroce-xfer/metaroce-xfer")}
+LINKS=4
+MSGS=${LOSS_MESSAGES:-300}
+
+setup() {
+	metaroce_load
+	topo_ecmp $LINKS
+	ip netns exec h1 rdma link add mr1 type metaroce netdev eth0
+	ip netns exec h2 rdma link add mr2 type metaroce netdev eth0
+	wait_until 10 eval 'gids mr1 | grep -q ffff:0a04:0102'
+	wait_until 10 eval 'gids mr2 | grep -q ffff:0a04:0202'
+}
+
+# impair QDISC_ARGS...: the same netem on both hosts' links ("" to clear).
+impair() {
+	local ns
+	for ns in h1 h2; do
+		ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+		[[ -z $* ]] || ip netns exec "$ns" tc qdisc add dev eth0 root netem "$@"
+	done
+}
+
+# xfer OP [ARGS...]: one verified transfer from h1 to h2 (h1 is the client).
+xfer() {
+	local op=$1 port=$((19000 + RANDOM % 1000)) rc=0
+	shift
+	ip netns exec h2 "$XFER" -d mr2 -o "$op" -p "$port" -n "$MSGS" "$@" \
+		>/tmp/xfer-server.log 2>&1 &
+	local srv=$!
+	ip netns exec h1 "$XFER" -d mr1 -o "$op" -p "$port" -n "$MSGS" "$@" \
+		10.4.2.2 || rc=$?
+	wait "$srv" || rc=$?
+	cat /tmp/xfer-server.log
+	return "$rc"
+}
+
+all_ops() {
+	xfer write && xfer read && xfer send
+}
+
+with_loss() {
+	impair loss "$1%"
+	all_ops
+	impair
+}
+
+test_reorder() {
+	# Delay jitter reorders; 25% of packets jump the queue.
+	impair delay 2ms 1ms reorder 75% 50%
+	all_ops
+	impair
+	counter mr2 rx_out_of_order | tee /dev/stderr | grep -qv ' 0$'
+}
+
+test_duplication() {
+	impair duplicate 5%
+	all_ops
+	impair
+	counter mr2 rx_duplicate | grep -qv ' 0$'
+}
+
+udp_csum_errors() {
+	ip netns exec "$1" nstat -az UdpInCsumErrors | awk '/UdpInCsumErrors/ { print $2 }'
+}
+
+test_corruption() {
+	local before after
+	before=$(udp_csum_errors h2)
+	impair corrupt 2%
+	all_ops
+	impair
+	after=$(udp_csum_errors h2)
+	echo "UDP checksum errors dropped by h2: $((after - before))"
+	((after > before))
+}
+
+# counter DEV NAME: "NAME VALUE" of the device counter.
+counter() {
+	rdma statistic show link "$1/1" | tr ' ' '\n' | paste -d' ' - - |
+		grep "^$2 "
+}
+
+# path0 FIELD: a field of path 0 of h1's RC QP in RTS, from debugfs.
+path0() {
+	awk -v field="$1" '/^qp / { rc = ($4 == 2 && $6 == 3) }
+		rc && /path 0:/ { for (i = 1; i < NF; i++)
+			if ($i == field) { print $(i + 1); exit } }' \
+		/sys/kernel/debug/metaroce/mr1/qps
+}
+
+test_black_hole() {
+	local port=$((19000 + RANDOM % 1000)) sport rc=0
+	ip netns exec h2 "$XFER" -d mr2 -o write -p "$port" -n 2000 \
+		>/tmp/xfer-server.log 2>&1 &
+	local srv=$!
+	ip netns exec h1 "$XFER" -d mr1 -o write -p "$port" -n 2000 10.4.2.2 \
+		>/tmp/xfer-client.log 2>&1 &
+	local cli=$!
+	wait_until 20 eval '[[ -n $(path0 sport) ]]'
+	busybox sleep 1
+	sport=$(path0 sport)
+	echo "black-holing UDP source port $sport on every r1->r2 link"
+	for l in $(seq $LINKS); do
+		ip netns exec r1 tc qdisc add dev "r2-$l" clsact
+		ip netns exec r1 tc filter add dev "r2-$l" egress protocol ip \
+			u32 match ip sport "$sport" 0xffff action drop
+	done
+	busybox sleep 2
+	echo "path 0 after 2 s: state $(path0 state), sent $(path0 sent), lost $(path0 lost)"
+	wait "$cli" || rc=$?
+	wait "$srv" || rc=$?
+	cat /tmp/xfer-client.log /tmp/xfer-server.log
+	for l in $(seq $LINKS); do
+		ip netns exec r1 tc qdisc del dev "r2-$l" clsact
+	done
+	((rc == 0))
+	counter mr1 path_failed | grep -qv ' 0$'
+}
+
+test_peer_gone() {
+	local port=$((19000 + RANDOM % 1000)) start elapsed rc=0
+	ip netns exec h2 "$XFER" -d mr2 -o write -p "$port" -n 100000 \
+		>/dev/null 2>&1 &
+	local srv=$!
+	ip netns exec h1 "$XFER" -d mr1 -o write -p "$port" -n 100000 -T 30 \
+		10.4.2.2 >/tmp/xfer-client.log 2>&1 &
+	local cli=$!
+	busybox sleep 3
+	# Unplug: h2's link goes down, nothing reaches h2 any more.
+	start=$EPOCHREALTIME
+	ip -n h2 link set eth0 down
+	wait "$cli" || rc=$?
+	elapsed=$(( (${EPOCHREALTIME/./} - ${start/./}) / 1000 ))
+	kill "$srv" 2>/dev/null
+	wait "$srv" 2>/dev/null || true
+	ip -n h2 link set eth0 up
+	cat /tmp/xfer-client.log
+	echo "the client's QP failed ${elapsed} ms after the peer went away"
+	# timeout 14 (67 ms) and retry_cnt 7: about 0.5 s, give or take.
+	((rc != 0)) && grep -q 'retry counter exceeded' /tmp/xfer-client.log &&
+		((elapsed < 5000))
+}
+
+tap_plan 11
+run_test "setup: two hosts, two routers, $LINKS ECMP links" setup
+run_test "lossless: WRITE, READ, SEND verified" all_ops
+for loss in 0.1 1 5 10; do
+	run_test "loss $loss%: WRITE, READ, SEND verified" with_loss $loss
+done
+run_test "reordering and delay jitter" test_reorder
+run_test "duplication" test_duplication
+run_test "corruption: bad checksums dropped, data intact" test_corruption
+run_test "black-holed path: transfer completes, path failed" test_black_hole
+run_test "peer gone: RETRY_EXC_ERR within the timeout" test_peer_gone
+tap_finish
