@@ -42,7 +42,6 @@ TEST_F(Device, QueryDeviceLimits)
 	EXPECT_TRUE(d.device_cap_flags & IBV_DEVICE_PORT_ACTIVE_EVENT);
 	EXPECT_EQ(A().ctx->device->node_type, IBV_NODE_CA);
 	EXPECT_EQ(A().ctx->device->transport_type, IBV_TRANSPORT_IB);
-	EXPECT_STREQ(ibv_node_type_str(A().ctx->device->node_type), "channel adapter");
 
 	ibv_device_attr_ex ex{};
 	ASSERT_EQ(ibv_query_device_ex(A().ctx, nullptr, &ex), 0);

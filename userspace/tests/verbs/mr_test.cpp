@@ -28,16 +28,22 @@ TEST_F(Mr, AccessFlagChecks)
 		{"REMOTE_ATOMIC without LOCAL_WRITE", IBV_ACCESS_REMOTE_ATOMIC,
 		 EINVAL},
 		{"unknown access bit", IBV_ACCESS_LOCAL_WRITE | (1 << 15), EINVAL},
+		// ib_core's errno: EINVAL on Linux 6.1, EOPNOTSUPP later.
 		{"ON_DEMAND without ODP", IBV_ACCESS_LOCAL_WRITE |
 						  IBV_ACCESS_ON_DEMAND,
-		 EOPNOTSUPP},
+		 EINVAL},
 	};
 	for (const auto &c : cases) {
 		errno = 0;
 		ibv_mr *mr = ibv_reg_mr(A().pd, mem.p, mem.len, c.access);
 		int err = errno;
 		EXPECT_EQ(mr, nullptr) << c.what;
-		EXPECT_EQ(err, c.err) << c.what << ": " << errstr(err);
+		if (c.err == EINVAL && (c.access & IBV_ACCESS_ON_DEMAND)) {
+			EXPECT_TRUE(err == EINVAL || err == EOPNOTSUPP)
+				<< c.what << ": " << errstr(err);
+		} else {
+			EXPECT_EQ(err, c.err) << c.what << ": " << errstr(err);
+		}
 		if (mr)
 			ibv_dereg_mr(mr);
 	}
@@ -271,7 +277,7 @@ TEST_F(Mr, LargeMessages)
 	const Ms slow = limit(Ms(600000));
 	EXPECT_WC(run1(qa, write_wr(src, 0, dst, 0, big, 1), slow), 1,
 		  IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
-	RecordProperty("write_ms", static_cast<int>(ms_since(t0)));
+	note("write_ms", ms_since(t0));
 	EXPECT_TRUE(has_pattern(dst.p, big, 24));
 
 	// READ the first part back over a zeroed source.
@@ -279,7 +285,7 @@ TEST_F(Mr, LargeMessages)
 	t0 = std::chrono::steady_clock::now();
 	ibv_wc wc = run1(qa, read_wr(src, 0, dst, 0, part, 2), slow);
 	EXPECT_WC(wc, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
-	RecordProperty("read_ms", static_cast<int>(ms_since(t0)));
+	note("read_ms", ms_since(t0));
 	EXPECT_TRUE(has_pattern(src.p, part, 24));
 
 	// SEND it into the far end of the target.
@@ -288,7 +294,7 @@ TEST_F(Mr, LargeMessages)
 	t0 = std::chrono::steady_clock::now();
 	EXPECT_WC(run1(qa, send_wr(src, 0, part, 4), slow), 4, IBV_WC_SUCCESS);
 	wc = poll1(qb.rcq);
-	RecordProperty("send_ms", static_cast<int>(ms_since(t0)));
+	note("send_ms", ms_since(t0));
 	EXPECT_WC(wc, 3, IBV_WC_SUCCESS, IBV_WC_RECV);
 	EXPECT_EQ(wc.byte_len, part);
 	EXPECT_TRUE(has_pattern(dst.p + big - part, part, 25));

@@ -232,7 +232,7 @@ TEST_P(Rc, ScatterGatherSixteen)
 	ASSERT_GE(qa.cap.max_send_sge, 16u);
 	ASSERT_GE(qb.cap.max_recv_sge, 16u);
 	connect(qa, qb);
-	Buf src(A().pd, 1 << 20), dst(Peer().pd, 1 << 20), lcl(A().pd, 1 << 20);
+	Buf src(A().pd, 1 << 20), dst(Peer().pd, 2 << 20), lcl(A().pd, 2 << 20);
 	fill(src.p, src.len, 500);
 	memset(dst.p, 0xee, dst.len);
 
@@ -263,7 +263,8 @@ TEST_P(Rc, ScatterGatherSixteen)
 	sl[15] = total - (stot - slen[15]);
 	std::vector<size_t> sat;
 	for (size_t i = 0; i < 16; i++) {
-		size_t at = (15 - i) * 60000 + 3 * i;
+		// Apart from each other (the longest is 70000).
+		size_t at = (15 - i) * 72000 + 3 * i;
 		s.push_back(dst.sge(at, sl[i]));
 		sat.push_back(at);
 	}

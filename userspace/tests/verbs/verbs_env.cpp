@@ -269,11 +269,20 @@ void fill(void *dst, size_t len, uint64_t seed, uint64_t start)
 	return ::testing::AssertionSuccess();
 }
 
-int64_t hw_counter(const std::string &dev, const char *name)
+int64_t hw_counter(const std::string &dev, const char *name, bool fresh)
 {
+	if (fresh)
+		std::this_thread::sleep_for(Ms(25));
 	std::string s = read_line("/sys/class/infiniband/" + dev +
 				  "/ports/1/hw_counters/" + name);
 	return s.empty() ? -1 : strtoll(s.c_str(), nullptr, 0);
+}
+
+void note(const std::string &key, double value)
+{
+	::testing::Test::RecordProperty(key, std::to_string(value));
+	printf("[   NOTE   ] %s = %.1f\n", key.c_str(), value);
+	fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------

@@ -79,8 +79,13 @@ void fill(void *p, size_t len, uint64_t seed, uint64_t start = 0);
 // Every byte of [p, p+len) is @v.
 ::testing::AssertionResult all_bytes(const void *p, size_t len, uint8_t v);
 
-// A hardware counter of port 1 of device @dev (sysfs), or -1.
-int64_t hw_counter(const std::string &dev, const char *name);
+// A hardware counter of port 1 of device @dev (sysfs), or -1. ib_core
+// caches the values for 10 ms: fresh() waits that out first.
+int64_t hw_counter(const std::string &dev, const char *name,
+		   bool fresh = false);
+
+// Records a measurement in the XML report and prints it.
+void note(const std::string &key, double value);
 
 // ---------------------------------------------------------------------------
 // Resources
