@@ -7,7 +7,7 @@
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
 
-/* Out-of-order packets are acknowledged at once once this many wait. */
+/* Out-of-order packets are acknowledged at once when this many wait. */
 #define ACK_OOO_MIN	4
 
 /* Counts @resp's connection as active in this millisecond. */

@@ -303,7 +303,7 @@ static bool want_tx(struct metaroce_soft_qp *sqp)
 	if (req->rnr_wait || req->inflight >= soft_cc_window(&req->cc))
 		return false;
 	return req->nr_lost || req->send_index != req->fetch_index ||
-	       smp_load_acquire(&qp->sq.hdr->producer) != req->fetch_index;
+	       metaroce_queue_producer(&qp->sq) != req->fetch_index;
 }
 
 /* Once per window of data, the allowance falls back by an eighth. */

@@ -236,6 +236,7 @@ int metaroce_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	while (n < num_entries && hdr->consumer != cq->queue.own_index) {
 		cqe_to_wc(mdev, metaroce_queue_slot(&cq->queue, hdr->consumer),
 			  &wc[n++]);
+		/* Release: ordered after reading the entry (resize reads it). */
 		smp_store_release(&hdr->consumer, hdr->consumer + 1);
 	}
 	spin_unlock_irqrestore(&cq->lock, flags);

@@ -38,10 +38,17 @@ static inline void *metaroce_queue_slot(const struct metaroce_queue *q,
 	return q->slots + (size_t)(index & (q->num_slots - 1)) * q->slot_size;
 }
 
+/* The producer's index, and the entries below it visible. */
+static inline u32 metaroce_queue_producer(const struct metaroce_queue *q)
+{
+	/* Acquire: pairs with the producer's release store. */
+	return smp_load_acquire(&q->hdr->producer);
+}
+
 /* Consumer side: entries published by the producer and not yet consumed. */
 static inline u32 metaroce_queue_available(const struct metaroce_queue *q)
 {
-	u32 avail = smp_load_acquire(&q->hdr->producer) - q->own_index;
+	u32 avail = metaroce_queue_producer(q) - q->own_index;
 
 	/* A producer index that runs ahead by more than the ring is bogus. */
 	return avail <= q->num_slots ? avail : 0;
@@ -50,12 +57,20 @@ static inline u32 metaroce_queue_available(const struct metaroce_queue *q)
 static inline void metaroce_queue_consume(struct metaroce_queue *q, u32 n)
 {
 	q->own_index += n;
+	/* Release: the slots are reused only after we are done with them. */
 	smp_store_release(&q->hdr->consumer, q->own_index);
+}
+
+/* Consumer side: drops every published entry (a QP reset). */
+static inline void metaroce_queue_discard(struct metaroce_queue *q)
+{
+	metaroce_queue_consume(q, metaroce_queue_producer(q) - q->own_index);
 }
 
 /* Producer side: slots the consumer has freed. */
 static inline u32 metaroce_queue_free_slots(const struct metaroce_queue *q)
 {
+	/* Acquire: the consumer is done with the slots it released. */
 	u32 used = q->own_index - smp_load_acquire(&q->hdr->consumer);
 
 	return used <= q->num_slots ? q->num_slots - used : 0;
@@ -64,6 +79,7 @@ static inline u32 metaroce_queue_free_slots(const struct metaroce_queue *q)
 static inline void metaroce_queue_produce(struct metaroce_queue *q)
 {
 	q->own_index++;
+	/* Release: the entry is written before the consumer can see it. */
 	smp_store_release(&q->hdr->producer, q->own_index);
 }
 
@@ -75,6 +91,7 @@ static inline void *metaroce_queue_post_slot(const struct metaroce_queue *q)
 {
 	const struct metaroce_queue_hdr *hdr = q->hdr;
 
+	/* Acquire: the engine is done with the slots it released. */
 	if (hdr->producer - smp_load_acquire(&hdr->consumer) >= q->num_slots)
 		return NULL;
 	return metaroce_queue_slot(q, hdr->producer);
@@ -82,6 +99,7 @@ static inline void *metaroce_queue_post_slot(const struct metaroce_queue *q)
 
 static inline void metaroce_queue_post_publish(struct metaroce_queue *q)
 {
+	/* Release: the entry is written before the engine can see it. */
 	smp_store_release(&q->hdr->producer, q->hdr->producer + 1);
 }
 

@@ -87,8 +87,7 @@ void soft_req_reset(struct metaroce_soft_qp *sqp)
 		for (i = 0; i < qp->sq.num_slots; i++)
 			soft_release_swqe(&req->swqes[i]);
 		/* Drop whatever was posted. */
-		qp->sq.own_index = READ_ONCE(qp->sq.hdr->producer);
-		smp_store_release(&qp->sq.hdr->consumer, qp->sq.own_index);
+		metaroce_queue_discard(&qp->sq);
 		req->fetch_index = qp->sq.own_index;
 		req->send_index = qp->sq.own_index;
 	}
@@ -133,7 +132,7 @@ static struct soft_swqe *current_swqe(struct metaroce_soft_qp *sqp)
 		/* No new work is started in SQD. */
 		if (READ_ONCE(qp->state) != IB_QPS_RTS)
 			return NULL;
-		avail = smp_load_acquire(&qp->sq.hdr->producer) -
+		avail = metaroce_queue_producer(&qp->sq) -
 			req->fetch_index;
 		if (!avail || avail > qp->sq.num_slots -
 				      (req->fetch_index - qp->sq.own_index))
@@ -467,15 +466,15 @@ void soft_req_flush(struct metaroce_soft_qp *sqp)
 						qp->sq.own_index)];
 
 		soft_post_send_cqe(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
-			      swqe->status ?: IB_WC_WR_FLUSH_ERR, 0);
+				   swqe->status ?: IB_WC_WR_FLUSH_ERR, 0);
 		soft_release_swqe(swqe);
 	}
 	/* What was posted after the failure never got looked at. */
 	avail = metaroce_queue_available(&qp->sq);
 	while (avail--) {
 		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
-		soft_post_send_cqe(qp, READ_ONCE(wqe->wr_id), READ_ONCE(wqe->opcode),
-			      IB_WC_WR_FLUSH_ERR, 0);
+		soft_post_send_cqe(qp, READ_ONCE(wqe->wr_id),
+				   READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0);
 		metaroce_queue_consume(&qp->sq, 1);
 	}
 	req->fetch_index = qp->sq.own_index;

@@ -43,8 +43,7 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp)
 	if (READ_ONCE(qp->state) == IB_QPS_RESET || READ_ONCE(sqp->dying)) {
 		for (i = 0; i < qp->rq.num_slots; i++)
 			soft_release_rwqe(&resp->rwqes[i]);
-		qp->rq.own_index = READ_ONCE(qp->rq.hdr->producer);
-		smp_store_release(&qp->rq.hdr->consumer, qp->rq.own_index);
+		metaroce_queue_discard(&qp->rq);
 	}
 	release_reads(resp);
 	resp->read_head = 0;

@@ -311,8 +311,9 @@ static bool dispatch(struct metaroce_dev *mdev, struct metaroce_qp *qp,
 {
 	struct metaroce_soft_qp *sqp = qp->soft;
 	bool ud = qp->ibqp.qp_type != IB_QPT_RC;
+	bool ud_packet = pkt->opcode == METAROCE_OP_UD_SEND;
 
-	if (ud != (pkt->opcode == METAROCE_OP_UD_SEND)) {
+	if (ud != ud_packet) {
 		metaroce_count(mdev, RX_MALFORMED);
 		return false;
 	}

@@ -50,7 +50,7 @@ void soft_sq_go_idle(struct metaroce_soft_qp *sqp)
 	WRITE_ONCE(hdr->doorbell_needed, 1);
 	/* Pairs with the provider's barrier between producer and flag. */
 	smp_mb();
-	if (smp_load_acquire(&hdr->producer) != READ_ONCE(sqp->req.fetch_index)) {
+	if (metaroce_queue_producer(&qp->sq) != READ_ONCE(sqp->req.fetch_index)) {
 		WRITE_ONCE(hdr->doorbell_needed, 0);
 		soft_schedule_tx(sqp);
 	}

@@ -116,7 +116,7 @@ struct soft_cc {
 };
 
 struct soft_req {
-	spinlock_t lock;
+	spinlock_t lock;		/* everything below; softirq and worker */
 	struct soft_swqe *swqes;	/* one per SQ slot */
 	/* SQ indices: sq.own_index (oldest not completed) <= send <= fetch */
 	u32 send_index;			/* oldest WQE with packets to send */
@@ -188,7 +188,7 @@ struct soft_read {
 };
 
 struct soft_resp {
-	spinlock_t lock;
+	spinlock_t lock;		/* everything below; softirq and worker */
 	u32 cum;			/* first PSN not received */
 	DECLARE_BITMAP(rcvd, SOFT_RX_RING);	/* by psn % SOFT_RX_RING */
 	u32 msn_done;			/* receive-consuming messages done */
@@ -326,6 +326,7 @@ enum soft_tx_result {
 	TX_BLOCKED,		/* window, RNR wait or read limit: ACKs resume */
 	TX_IDLE,		/* nothing posted to send */
 };
+
 enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
 				      int *budget);
 void soft_sq_go_idle(struct metaroce_soft_qp *sqp);
@@ -361,6 +362,7 @@ struct soft_ack_info {
 	u8 nak_arg;
 	u32 nak_psn;
 };
+
 void soft_ack_send(struct metaroce_soft_qp *sqp, const struct soft_ack_info *nak);
 void soft_ack_note_echo(struct soft_resp *resp,
 			const struct soft_pkt_info *pkt);
