@@ -1,8 +1,10 @@
 #include "udp.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/ip.h>
 #include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +19,33 @@ std::runtime_error sys_error(const std::string& what) {
 }
 
 }  // namespace
+
+NetnsScope::NetnsScope(const std::string& name) {
+    if (name.empty()) return;
+    const std::string path = name.find('/') == std::string::npos ? "/var/run/netns/" + name : name;
+    home_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home_ < 0) throw sys_error("open /proc/self/ns/net");
+    const int target = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (target < 0) {
+        const auto err = sys_error("open " + path);
+        close(home_);
+        throw err;
+    }
+    const int rc = setns(target, CLONE_NEWNET);
+    const int saved = errno;
+    close(target);
+    if (rc != 0) {
+        close(home_);
+        errno = saved;
+        throw sys_error("setns " + path);
+    }
+}
+
+NetnsScope::~NetnsScope() {
+    if (home_ < 0) return;
+    if (setns(home_, CLONE_NEWNET) != 0) std::perror("setns back to the original namespace");
+    close(home_);
+}
 
 std::optional<IpAddress> IpAddress::parse(const std::string& text) {
     IpAddress a;
@@ -70,8 +99,9 @@ bool operator==(const IpAddress& a, const IpAddress& b) {
     return std::memcmp(&a.v6, &b.v6, sizeof a.v6) == 0;
 }
 
-UdpTransport::UdpTransport(const IpAddress& local, std::uint16_t port)
-    : local_(local), port_(port) {
+UdpTransport::UdpTransport(const IpAddress& local, std::uint16_t port, const std::string& netns)
+    : local_(local), port_(port), netns_(netns) {
+    const NetnsScope in_netns(netns_);
     fd_ = socket(local.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw sys_error("socket");
     const int one = 1;
@@ -104,6 +134,7 @@ int UdpTransport::send_socket(std::uint16_t src_port) {
     if (src_port == 0 || src_port == port_) return fd_;
     const auto it = send_fds_.find(src_port);
     if (it != send_fds_.end()) return it->second;
+    const NetnsScope in_netns(netns_);
     const int fd = socket(local_.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throw sys_error("socket");
     const int one = 1;
@@ -176,23 +207,31 @@ std::uint16_t udp4_checksum(const in_addr& src, const in_addr& dst,
     return csum == 0 ? 0xffff : csum;
 }
 
+bool UdpTransport::open_raw() {
+    if (raw_fd_ >= 0) return true;
+    if (local_.family != AF_INET) return false;
+    const NetnsScope in_netns(netns_);
+    const int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (fd < 0) return false;
+    const int small = 4096;  // it sees a copy of every UDP datagram: keep none
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    socklen_t len = 0;
+    const sockaddr_storage ss = local_.with_port(0, len);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
+        close(fd);
+        return false;
+    }
+    raw_fd_ = fd;
+    return true;
+}
+
 void UdpTransport::send_raw(const IpAddress& to, std::uint16_t to_port, std::uint16_t src_port,
                             std::span<const std::uint8_t> bytes,
                             std::optional<std::uint16_t> checksum) {
     if (local_.family != AF_INET || to.family != AF_INET) {
         throw std::runtime_error("raw UDP sends are IPv4 only");
     }
-    if (raw_fd_ < 0) {
-        raw_fd_ = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
-        if (raw_fd_ < 0) throw sys_error("raw socket (needs CAP_NET_RAW)");
-        const int small = 4096;  // it sees a copy of every UDP datagram: keep none
-        setsockopt(raw_fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-        socklen_t len = 0;
-        const sockaddr_storage ss = local_.with_port(0, len);
-        if (bind(raw_fd_, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
-            throw sys_error("bind raw socket");
-        }
-    }
+    if (raw_fd_ < 0 && !open_raw()) throw sys_error("raw socket (needs CAP_NET_RAW)");
     std::vector<std::uint8_t> udp(8 + bytes.size());
     const auto put16 = [&udp](std::size_t at, std::uint16_t v) {
         udp[at] = static_cast<std::uint8_t>(v >> 8);

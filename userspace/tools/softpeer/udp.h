@@ -16,6 +16,20 @@
 
 namespace metaroce::tools {
 
+// While it lives, the calling thread is in network namespace `name` (a name under
+// /var/run/netns, or a path such as /proc/PID/ns/net; empty: stay where it is), so that
+// sockets made meanwhile belong there. Needs CAP_SYS_ADMIN. Throws std::runtime_error.
+class NetnsScope {
+  public:
+    explicit NetnsScope(const std::string& name);
+    ~NetnsScope();
+    NetnsScope(const NetnsScope&) = delete;
+    NetnsScope& operator=(const NetnsScope&) = delete;
+
+  private:
+    int home_ = -1;
+};
+
 // An IP address (no port).
 struct IpAddress {
     int family = AF_INET;
@@ -38,8 +52,9 @@ struct Received {
 
 class UdpTransport {
   public:
-    // Binds the receive socket to local:port. Throws std::runtime_error.
-    UdpTransport(const IpAddress& local, std::uint16_t port);
+    // Binds the receive socket to local:port. Every socket it makes belongs to network
+    // namespace `netns` (see NetnsScope; empty: the caller's). Throws std::runtime_error.
+    UdpTransport(const IpAddress& local, std::uint16_t port, const std::string& netns = "");
     ~UdpTransport();
     UdpTransport(const UdpTransport&) = delete;
     UdpTransport& operator=(const UdpTransport&) = delete;
@@ -52,6 +67,9 @@ class UdpTransport {
     // byte `tos` (ECN: 0 Not-ECT, 2 ECT(0), 3 CE).
     void send(const IpAddress& to, std::uint16_t to_port, std::uint16_t src_port,
               std::span<const std::uint8_t> bytes, std::uint8_t tos = 0);
+    // Opens the raw socket of send_raw() now (in the current network namespace); false if
+    // that is not allowed.
+    bool open_raw();
     // IPv4 only: builds the UDP header itself (raw socket) so that the checksum can be wrong
     // (`checksum` given) or absent (0). Needs CAP_NET_RAW.
     void send_raw(const IpAddress& to, std::uint16_t to_port, std::uint16_t src_port,
@@ -65,6 +83,7 @@ class UdpTransport {
 
     IpAddress local_;
     std::uint16_t port_;
+    std::string netns_;
     int fd_ = -1;
     int raw_fd_ = -1;
     std::map<std::uint16_t, int> send_fds_;

@@ -1,0 +1,464 @@
+// The DUT as requester: what it sends (flags, fields, message numbers), and how it reacts to
+// SACKs, NAKs, invalid ACKs, READ responses and silence (protocol.md sections 3, 8).
+#include <cstring>
+#include <thread>
+
+#include "harness.h"
+#include "pattern.h"
+
+namespace metaroce::compliance {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The harness's fictitious remote memory (it answers READs with this pattern).
+constexpr std::uint64_t kRemote = 0x0000100000000000ull;
+constexpr std::uint32_t kRkey = 0x00abcdef;
+constexpr std::uint64_t kRemoteSeed = 0x5245;
+// In the DUT's local buffer: sources at 0.., READ destinations from kReadDst.
+constexpr std::uint64_t kReadDst = 128 * 1024;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+void post(Conn& c, ibv_wr_opcode op, std::uint64_t wr_id, std::uint64_t local, std::uint32_t len,
+          std::uint64_t remote = kRemote, std::uint32_t imm = 0) {
+    c.qp().post_send(op, wr_id, c.local().addr() + local, len, c.local().lkey(), remote, kRkey,
+                     imm);
+}
+
+// A READ response for response packet `k` of the READ_REQ `req` (its part starts at PSN
+// req.psn and offset req.offset), with the harness's remote pattern.
+Packet read_response(Conn& c, const Packet& req, std::uint32_t k) {
+    const ReadReq& r = req.rreq();
+    const std::uint32_t n = read_response_packets(r.len, c.mtu());
+    const std::uint32_t begin = k * c.mtu();
+    const std::uint32_t size = std::min(c.mtu(), r.len - begin);
+    std::uint8_t flags = 0;
+    if (k == 0) flags |= flag::kFirst;
+    if (k + 1 == n) flags |= flag::kLast;
+    Packet p = c.base(Opcode::ReadResponse, psn_add(req.bth.psn, k), flags);
+    p.ext = Deth{std::uint64_t{r.offset} + begin, 0, r.msn, r.offset + r.len, 0};
+    p.payload = tools::pattern(size, kRemoteSeed, r.va - kRemote + begin);
+    return p;
+}
+
+void expect_wc(const ibv_wc& wc, std::uint64_t wr_id, ibv_wc_status status,
+               std::optional<ibv_wc_opcode> opcode = std::nullopt) {
+    expect(wc.wr_id == wr_id && wc.status == status && (!opcode || wc.opcode == *opcode),
+           format("completion of %llu: %s opcode %d, expected %llu %s%s",
+                  static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status),
+                  wc.opcode, static_cast<unsigned long long>(wr_id), ibv_wc_status_str(status),
+                  opcode ? format(" opcode %d", *opcode).c_str() : ""));
+}
+
+// The first DUT request packet (SEND, WRITE or READ_REQ) with PSN `psn`.
+Seen expect_request(Conn& c, Psn psn, int timeout_ms = 3000) {
+    const auto seen = c.receive_until(
+        [psn](const Packet& p) { return p.bth.opcode != Opcode::Ack && p.bth.psn == psn; },
+        timeout_ms);
+    expect(!seen.empty() && seen.back().packet.bth.opcode != Opcode::Ack &&
+               seen.back().packet.bth.psn == psn,
+           format("the DUT sent no packet with PSN 0x%06x", psn));
+    return seen.back();
+}
+
+// A resend (RETX) of `psn`; fails if any other request PSN in `forbidden` is sent first.
+Seen expect_resend(Conn& c, Psn psn, const std::set<Psn>& forbidden, int timeout_ms = 3000) {
+    const auto seen = c.receive_until(
+        [&](const Packet& p) { return p.bth.opcode != Opcode::Ack && p.bth.psn == psn; },
+        timeout_ms);
+    for (const Seen& s : seen) {
+        if (s.packet.bth.opcode == Opcode::Ack) continue;
+        expect(forbidden.count(s.packet.bth.psn) == 0,
+               "the DUT resent a PSN it knows was received: " + describe(s.packet));
+    }
+    expect(!seen.empty() && seen.back().packet.bth.psn == psn &&
+               seen.back().packet.bth.opcode != Opcode::Ack,
+           format("the DUT did not resend PSN 0x%06x", psn));
+    const Packet& p = seen.back().packet;
+    expect(p.bth.has(flag::kRetx) && p.bth.has(flag::kAckReq),
+           "a retransmission without RETX and ACK_REQ: " + describe(p));
+    return seen.back();
+}
+
+void check_data(const Seen& s, Opcode op, std::uint8_t flags, std::uint64_t addr, std::uint32_t key,
+                std::uint32_t msn, std::uint32_t msg_len, std::uint32_t imm,
+                const std::vector<std::uint8_t>& payload) {
+    const Packet& p = s.packet;
+    const Deth& d = p.deth();
+    expect(p.bth.opcode == op, "wrong opcode: " + describe(p));
+    expect(p.bth.flags == flags,
+           format("flags 0x%02x, expected 0x%02x: ", p.bth.flags, flags) + describe(p));
+    expect(d.addr == addr && d.key == key && d.msn == msn && d.msg_len == msg_len && d.imm == imm,
+           format("DETH addr 0x%llx key 0x%x msn %u msg_len %u imm 0x%x, expected 0x%llx 0x%x "
+                  "%u %u 0x%x",
+                  static_cast<unsigned long long>(d.addr), d.key, d.msn, d.msg_len, d.imm,
+                  static_cast<unsigned long long>(addr), key, msn, msg_len, imm));
+    expect(p.payload == payload, "payload differs from the posted data: " + describe(p));
+}
+
+void requester_packet_format(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    const std::uint32_t mtu = c.mtu();
+    std::uint8_t* local = c.local().data();
+    tools::fill_pattern({local, 3000}, 1);
+    tools::fill_pattern({local + 4096, 100}, 2);
+    tools::fill_pattern({local + 8192, 2500}, 3);
+    std::memset(local + kReadDst, 0xa5, 2000);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 3000);
+    post(c, IBV_WR_SEND, 2, 4096, 100);
+    post(c, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 8192, 2500, kRemote + 0x10000, 0xabcdef01);
+    post(c, IBV_WR_RDMA_READ, 4, kReadDst, 2000, kRemote + 0x20000);
+    const std::map<Psn, Seen> reqs = c.collect_requests(8);
+    const auto at = [&](unsigned k) -> const Seen& {
+        const auto it = reqs.find(psn_add(s, k));
+        expect(it != reqs.end(), format("no packet with PSN sq_psn + %u", k));
+        return it->second;
+    };
+    const auto slice = [&](std::uint64_t off, std::uint32_t len) {
+        return std::vector<std::uint8_t>(local + off, local + off + len);
+    };
+    using namespace flag;
+    // WRITE of 3000 bytes: MSN 0 (the next receive-consuming message's number).
+    for (unsigned k = 0; k < 3; ++k) {
+        const std::uint8_t f = (k == 0 ? kFirst : 0) | (k == 2 ? kLast | kAckReq : 0);
+        const std::uint32_t len = std::min(mtu, 3000 - k * mtu);
+        check_data(at(k), Opcode::Write, f, kRemote + k * mtu, kRkey, 0, 3000, 0,
+                   slice(k * mtu, len));
+    }
+    // SEND: MSN 0, consumes the peer's first receive.
+    check_data(at(3), Opcode::Send, kFirst | kLast | kAckReq, 0, 0, 0, 100, 0, slice(4096, 100));
+    // WRITE with immediate: MSN 1; IMM and the value on its last packet only.
+    for (unsigned k = 0; k < 3; ++k) {
+        const std::uint8_t f = (k == 0 ? kFirst : 0) | (k == 2 ? kLast | kAckReq | kImm : 0);
+        const std::uint32_t len = std::min(mtu, 2500 - k * mtu);
+        check_data(at(4 + k), Opcode::Write, f, kRemote + 0x10000 + k * mtu, kRkey, 1, 2500,
+                   k == 2 ? 0xabcdef01 : 0, slice(8192 + k * mtu, len));
+    }
+    // READ_REQ: ACK_REQ, MSN 2 (carries the next number without consuming it).
+    const Packet& rreq = at(7).packet;
+    expect(rreq.bth.opcode == Opcode::ReadRequest && rreq.bth.flags == kAckReq,
+           "READ_REQ: " + describe(rreq));
+    const ReadReq& r = rreq.rreq();
+    expect(r.va == kRemote + 0x20000 && r.rkey == kRkey && r.len == 2000 && r.offset == 0 &&
+               r.msn == 2,
+           "READ_REQ fields: " + describe(rreq));
+    // Every path's packets leave from one UDP source port 0xC000 | entropy.
+    std::map<std::uint16_t, std::uint16_t> port_of_path;
+    for (const auto& [psn, seen] : reqs) {
+        expect((seen.src_port & 0xc000) == 0xc000,
+               format("UDP source port 0x%04x is not 0xC000 | entropy", seen.src_port));
+        expect(seen.packet.bth.path < 64, "path index >= 64: " + describe(seen.packet));
+        const auto [it, fresh] = port_of_path.emplace(seen.packet.bth.path, seen.src_port);
+        expect(fresh || it->second == seen.src_port,
+               format("path %u used UDP source ports 0x%04x and 0x%04x", seen.packet.bth.path,
+                      it->second, seen.src_port));
+    }
+    note("%zu paths used for 8 packets", port_of_path.size());
+    // Complete everything: ACK the data, answer the READ.
+    c.send(c.ack(psn_add(s, 7)));
+    c.send(read_response(c, rreq, 0));
+    c.send(read_response(c, rreq, 1));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS, IBV_WC_SEND);
+    expect_wc(c.expect_send_completion(), 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+    expect_wc(c.expect_send_completion(), 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+    expect(tools::first_mismatch({local + kReadDst, 2000}, kRemoteSeed, 0x20000) < 0,
+           "the READ's data was not placed");
+}
+
+void requester_selective_retransmit(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 12 * c.mtu());
+    c.collect_requests(12);
+    // Everything but s + 2 arrived (s, s + 1 cumulatively, s + 3 .. s + 11 selectively).
+    std::set<Psn> sacked;
+    for (unsigned k = 3; k < 12; ++k) sacked.insert(psn_add(s, k));
+    c.send(c.ack(psn_add(s, 2), sacked));
+    // A tail-loss probe of the newest PSN may have crossed our SACK; nothing else may be resent.
+    std::set<Psn> forbidden = sacked;
+    forbidden.erase(psn_add(s, 11));
+    forbidden.insert(s);
+    forbidden.insert(psn_next(s));
+    expect_resend(c, psn_add(s, 2), forbidden);
+    c.send(c.ack(psn_add(s, 12)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+    for (const Seen& x : c.collect(200)) {
+        expect(x.packet.bth.opcode == Opcode::Ack,
+               "resent after everything was acknowledged: " + describe(x.packet));
+    }
+}
+
+void requester_tail_loss_probe(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    const Seen first = expect_request(c, s);
+    // Nothing is acknowledged: the newest packet in flight is resent after max(2 SRTT, 1 ms).
+    const Seen probe = expect_resend(c, s, {}, 3000);
+    const double gap = ms_between(first.at, probe.at);
+    note("resent after %.1f ms", gap);
+    expect(gap >= 1.0, format("resent after %.3f ms, before the 1 ms floor", gap));
+    c.send(c.ack(psn_next(s)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+void requester_rnr_nak(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_SEND, 1, 0, 100);
+    expect_request(c, s);
+    const auto nak_at = Clock::now();
+    c.send(c.ack(s, {}, Syndrome::RnrNak, s, 20));  // RNR timer code 20: 10.24 ms
+    const Seen again = expect_resend(c, s, {}, 3000);
+    const double waited = ms_between(nak_at, again.at);
+    note("resent %.1f ms after the RNR NAK", waited);
+    expect(waited >= 10.0, format("resent %.2f ms after an RNR NAK asking for 10.24 ms", waited));
+    c.send(c.ack(psn_next(s)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+void requester_rnr_retry_exceeded(Env& env) {
+    ConnOptions o;
+    o.rnr_retry = 1;
+    Conn c(env, o);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_SEND, 1, 0, 100);
+    expect_request(c, s);
+    c.send(c.ack(s, {}, Syndrome::RnrNak, s, 1));
+    expect_resend(c, s, {}, 3000);
+    c.send(c.ack(s, {}, Syndrome::RnrNak, s, 1));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_RNR_RETRY_EXC_ERR);
+    c.expect_state(IBV_QPS_ERR);
+}
+
+void fatal_nak(Env& env, Syndrome syndrome, std::uint8_t arg, ibv_wc_status want) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    post(c, IBV_WR_RDMA_WRITE, 2, 0, 100);
+    expect_request(c, psn_next(s));
+    c.send(c.ack(s, {}, syndrome, s, arg));
+    const ibv_wc wc = c.expect_send_completion();
+    if (syndrome == Syndrome::Version) {
+        expect(wc.wr_id == 1 && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR,
+               format("after a VERSION NAK the work request completed with %s",
+                      ibv_wc_status_str(wc.status)));
+    } else {
+        expect_wc(wc, 1, want);
+    }
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_WR_FLUSH_ERR);
+    c.expect_state(IBV_QPS_ERR);
+    post(c, IBV_WR_RDMA_WRITE, 3, 0, 100);
+    expect_wc(c.expect_send_completion(), 3, IBV_WC_WR_FLUSH_ERR);
+}
+
+void requester_remote_access_nak(Env& env) {
+    fatal_nak(env, Syndrome::RemoteAccess, 0, IBV_WC_REM_ACCESS_ERR);
+}
+
+void requester_invalid_request_nak(Env& env) {
+    fatal_nak(env, Syndrome::InvalidRequest, 0, IBV_WC_REM_INV_REQ_ERR);
+}
+
+void requester_remote_op_nak(Env& env) {
+    fatal_nak(env, Syndrome::RemoteOperational, 0, IBV_WC_REM_OP_ERR);
+}
+
+void requester_version_nak(Env& env) {
+    fatal_nak(env, Syndrome::Version, METAROCE_VERSION, IBV_WC_GENERAL_ERR);
+}
+
+void requester_ack_never_sent(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    expect_request(c, s);
+    c.send(c.ack(psn_add(s, 5)));  // acknowledges PSNs never sent
+    expect(!c.poll_send(200).has_value(), "an ACK for PSNs never sent completed a work request");
+    counters.expect_delta("rx_ack_invalid", 1);
+    c.send(c.ack(psn_next(s)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+void requester_sack_never_sent(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    expect_request(c, s);
+    // cum_psn is fine, but the bitmap claims PSN s + 3, never sent: an ACK for PSNs never
+    // sent (section 12), dropped and counted.
+    c.send(c.ack(s, {psn_add(s, 3)}));
+    c.collect(100);
+    counters.expect_delta("rx_ack_invalid", 1);
+    c.send(c.ack(psn_next(s)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+Packet post_read_and_capture(Conn& c, std::uint32_t len) {
+    std::memset(c.local().data() + kReadDst, 0xa5, len);
+    post(c, IBV_WR_RDMA_READ, 1, kReadDst, len, kRemote + 0x40000);
+    const Seen req = expect_request(c, c.sq_psn());
+    expect(req.packet.bth.opcode == Opcode::ReadRequest, "not a READ_REQ: " + describe(req.packet));
+    return req.packet;
+}
+
+void expect_read_done(Conn& c, std::uint32_t len) {
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+    expect(tools::first_mismatch({c.local().data() + kReadDst, len}, kRemoteSeed, 0x40000) < 0,
+           "the READ's data was not placed correctly");
+}
+
+void requester_read_out_of_order(Env& env) {
+    Conn c(env);
+    const std::uint32_t len = 2 * c.mtu() + 500;
+    const Packet req = post_read_and_capture(c, len);
+    c.send(read_response(c, req, 2));
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 1));
+    expect_read_done(c, len);
+}
+
+void requester_read_duplicate_response(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const std::uint32_t len = 2 * c.mtu();
+    const Packet req = post_read_and_capture(c, len);
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 1));
+    expect_read_done(c, len);
+    counters.expect_delta("rx_duplicate", 1);
+}
+
+void requester_read_response_bad_offset(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const std::uint32_t len = 2 * c.mtu();
+    const Packet req = post_read_and_capture(c, len);
+    Packet bad = read_response(c, req, 1);
+    bad.bth.psn = req.bth.psn;  // response 0's PSN with response 1's offset and data
+    bad.bth.flags = flag::kLast;
+    c.send(bad);
+    c.collect(50);
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 1));
+    expect_read_done(c, len);
+    counters.expect_delta("rx_malformed", 1);
+}
+
+void requester_reread(Env& env) {
+    Conn c(env);
+    const std::uint32_t mtu = c.mtu();
+    const std::uint32_t len = 3 * mtu;
+    const Packet req = post_read_and_capture(c, len);
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 2));
+    // Response 1 is lost: the DUT must re-read exactly it.
+    const Psn lost = psn_next(req.bth.psn);
+    // (A tail-loss probe may re-read the newest response before ours arrived: allowed.)
+    const Seen again = expect_resend(c, lost, {req.bth.psn}, 3000);
+    const Packet& rr = again.packet;
+    expect(rr.bth.opcode == Opcode::ReadRequest, "not a re-read: " + describe(rr));
+    const ReadReq& r = rr.rreq();
+    expect(r.offset == mtu && r.len == mtu && r.va == req.rreq().va + mtu &&
+               r.rkey == req.rreq().rkey && r.msn == req.rreq().msn,
+           "the re-read does not ask for exactly the lost response: " + describe(rr));
+    c.send(read_response(c, rr, 0));
+    expect_read_done(c, len);
+}
+
+void requester_retry_exceeded(Env& env) {
+    ConnOptions o;
+    o.timeout = 10;  // 4.2 ms per period
+    o.retry_cnt = 1;
+    Conn c(env, o);
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    post(c, IBV_WR_RDMA_WRITE, 2, 0, 100);
+    // Never acknowledged: the transport timeout runs out after retry_cnt retries.
+    std::optional<ibv_wc> wc;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(env.ms(10000));
+    while (!wc && Clock::now() < deadline) {
+        c.collect(20);
+        wc = c.poll_send(0);
+    }
+    expect(wc.has_value(), "no completion after 10 s without any ACK");
+    expect_wc(*wc, 1, IBV_WC_RETRY_EXC_ERR);
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_WR_FLUSH_ERR);
+    c.expect_state(IBV_QPS_ERR);
+    counters.expect_delta("retry_exceeded", 1);
+}
+
+void requester_psn_wrap(Env& env) {
+    ConnOptions o;
+    o.dut_sq_psn = 0xfffffe;
+    Conn c(env, o);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 4 * c.mtu());
+    const auto reqs = c.collect_requests(4);
+    for (const Psn p : {0xfffffeu, 0xffffffu, 0u, 1u}) {
+        expect(reqs.count(p) == 1, format("no packet with PSN 0x%06x", p));
+    }
+    c.send(c.ack(2));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+}  // namespace
+
+std::vector<Case> requester_cases() {
+    return {
+        {"requester_packet_format",
+         "WRITE, SEND, WRITE with immediate, READ from the DUT: PSNs, FIRST/LAST/ACK_REQ, IMM on "
+         "the last packet only, DETH/RREQ fields, MSNs, UDP source ports; completions in order",
+         requester_packet_format},
+        {"requester_selective_retransmit",
+         "SACK of all but one PSN: exactly that PSN is resent (RETX, ACK_REQ), nothing acked is",
+         requester_selective_retransmit},
+        {"requester_tail_loss_probe",
+         "no ACK at all: the newest packet is resent (RETX) after at least 1 ms",
+         requester_tail_loss_probe},
+        {"requester_rnr_nak", "RNR NAK: the refused PSN is resent after the RNR timer",
+         requester_rnr_nak},
+        {"requester_rnr_retry_exceeded", "RNR NAKs beyond rnr_retry: RNR_RETRY_EXC_ERR, QP error",
+         requester_rnr_retry_exceeded},
+        {"requester_remote_access_nak",
+         "REMOTE_ACCESS NAK: REM_ACCESS_ERR, later work flushed, QP error",
+         requester_remote_access_nak},
+        {"requester_invalid_request_nak", "INVALID_REQUEST NAK: REM_INV_REQ_ERR, QP error",
+         requester_invalid_request_nak},
+        {"requester_remote_op_nak", "REMOTE_OPERATIONAL NAK: REM_OP_ERR, QP error",
+         requester_remote_op_nak},
+        {"requester_version_nak", "VERSION NAK: the work request fails, QP error",
+         requester_version_nak},
+        {"requester_ack_never_sent",
+         "an ACK whose cum_psn is past what was sent: ignored, counted (rx_ack_invalid)",
+         requester_ack_never_sent},
+        {"requester_sack_never_sent",
+         "an ACK whose SACK bitmap names a PSN never sent: dropped, counted (rx_ack_invalid)",
+         requester_sack_never_sent},
+        {"requester_read_out_of_order",
+         "READ responses in any order are placed; the READ completes with the right data",
+         requester_read_out_of_order},
+        {"requester_read_duplicate_response",
+         "a duplicate READ response is dropped and counted (rx_duplicate)",
+         requester_read_duplicate_response},
+        {"requester_read_response_bad_offset",
+         "a READ response whose offset does not match its PSN: malformed, not placed",
+         requester_read_response_bad_offset},
+        {"requester_reread",
+         "a lost READ response is re-read: READ_REQ with RETX, its PSN, offset, length, MSN",
+         requester_reread},
+        {"requester_retry_exceeded",
+         "no ACK for retry_cnt transport timeouts: RETRY_EXC_ERR, the rest flushed, QP error",
+         requester_retry_exceeded},
+        {"requester_psn_wrap", "the DUT's PSNs wrap from 0xffffff to 0", requester_psn_wrap},
+    };
+}
+
+}  // namespace metaroce::compliance

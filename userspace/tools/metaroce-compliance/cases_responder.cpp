@@ -1,0 +1,660 @@
+// The DUT as responder: placement, the SACK window, ACK generation, READ execution, receive
+// completions, NAKs (protocol.md sections 3, 5, 6, 11).
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "harness.h"
+
+namespace metaroce::compliance {
+namespace {
+
+constexpr std::uint64_t kArea = 0x1000;  // where most cases write in mr
+
+bool mr_equals(Conn& c, std::uint64_t offset, const std::vector<std::uint8_t>& data) {
+    return std::memcmp(c.mr().data() + offset, data.data(), data.size()) == 0;
+}
+
+std::set<Psn> sacked(const Ack& a) {
+    std::set<Psn> out;
+    for (unsigned i = 0; i < 256; ++i) {
+        if (a.sack[i / 32] & (0x80000000u >> (i % 32))) out.insert(psn_add(a.cum_psn, 1 + i));
+    }
+    return out;
+}
+
+std::string psns(const std::set<Psn>& s) {
+    std::string out;
+    for (const Psn p : s) out += format(" 0x%06x", p);
+    return out.empty() ? " none" : out;
+}
+
+// Waits for an ACK that shows exactly cum_psn `cum` and the PSNs `want` after it.
+Packet expect_window(Conn& c, Psn cum, const std::set<Psn>& want) {
+    const auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack &&
+                   (p.ack().is_nak() || (p.ack().cum_psn == cum && sacked(p.ack()) == want));
+        },
+        2000);
+    std::string last = "none";
+    for (const Seen& s : seen) last = describe(s.packet);
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
+               !seen.back().packet.ack().is_nak() && seen.back().packet.ack().cum_psn == cum,
+           format("expected an ACK with cum_psn 0x%06x and SACK%s; last: %s", cum,
+                  psns(want).c_str(), last.c_str()));
+    return seen.back().packet;
+}
+
+Packet with_flags(Packet p, std::uint8_t add) {
+    p.bth.flags |= add;
+    return p;
+}
+
+void write_in_order(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const auto data = bytes_of(3000, 1);
+    const auto packets = c.write_message(r, kArea, data);
+    for (std::size_t k = 0; k < packets.size(); ++k) {
+        c.send(packets[k], static_cast<std::uint16_t>(k));
+    }
+    const Packet a = c.expect_ack(psn_add(r, 3));
+    expect(a.ack().sack == SackWords{}, "SACK bitmap not empty: " + describe(a));
+    expect(mr_equals(c, kArea, data), "the WRITE's bytes are not in the DUT's memory");
+}
+
+void ack_fields(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const Packet sent = c.send(c.write(r, kArea, bytes_of(100, 2)), 3);
+    const auto seen =
+        c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::Ack; }, 2000);
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack, "no ACK");
+    const Seen& s = seen.back();
+    const Packet& p = s.packet;
+    const Ack& a = p.ack();
+    // The codec already checked version, flags (none), stream 0, cum_psn == BTH PSN and the
+    // zero fields (nak_psn, nak_arg) of an ACK.
+    expect(a.syndrome == Syndrome::Ack, "not an ACK: " + describe(p));
+    expect(a.cum_psn == psn_next(r),
+           format("cum_psn 0x%06x, expected 0x%06x", a.cum_psn, psn_next(r)));
+    expect(a.sack == SackWords{}, "SACK bitmap not empty");
+    expect(a.echo_path == 3,
+           format("echo_path %u, expected the path of the packet (3)", a.echo_path));
+    expect(a.ts_echo == sent.bth.ts,
+           format("ts_echo %u, expected the packet's timestamp %u", a.ts_echo, sent.bth.ts));
+    expect(p.bth.path == 3,
+           format("the ACK for a packet on path 3 went on path %u (section 7: the responder "
+                  "answers on its own path of the same index)",
+                  p.bth.path));
+    expect((s.src_port & 0xc000) == 0xc000,
+           format("UDP source port 0x%04x is not 0xC000 | entropy", s.src_port));
+    expect(a.msn == 0, format("msn %u: no message consuming a receive WQE completed", a.msn));
+    counters.expect_delta("tx_acks", 1, true);
+}
+
+void write_out_of_order_sack(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const auto data = bytes_of(5000, 3);
+    const auto packets = c.write_message(r, kArea, data);
+    const auto at = [&](unsigned k) { return psn_add(r, k); };
+    c.send(with_flags(packets[2], flag::kAckReq), 1);
+    expect_window(c, r, {at(2)});
+    // Placed on arrival, before the gap is filled.
+    expect(std::memcmp(c.mr().data() + kArea + 2048, data.data() + 2048, 1024) == 0,
+           "a packet ahead of a gap was not placed on arrival");
+    c.send(with_flags(packets[4], flag::kAckReq), 2);
+    expect_window(c, r, {at(2), at(4)});
+    c.send(with_flags(packets[0], flag::kAckReq), 3);
+    expect_window(c, at(1), {at(2), at(4)});
+    c.send(with_flags(packets[3], flag::kAckReq), 4);
+    expect_window(c, at(1), {at(2), at(3), at(4)});
+    c.send(packets[1], 5);
+    expect_window(c, at(5), {});
+    expect(mr_equals(c, kArea, data), "the WRITE's bytes are not in the DUT's memory");
+    counters.expect_delta("rx_out_of_order", 3);
+}
+
+void duplicate_acked_not_replaced(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const Packet w = c.write(r, kArea, bytes_of(64, 4));
+    c.send(w);
+    c.expect_ack(psn_next(r));
+    c.mr().data()[kArea] ^= 0xff;  // a second placement would undo this
+    const std::uint8_t marker = c.mr().data()[kArea];
+    Packet dup = w;
+    dup.bth.flags &= static_cast<std::uint8_t>(~flag::kAckReq);  // ACKed for being a duplicate
+    c.send(dup);
+    c.expect_ack(psn_next(r));
+    expect(c.mr().data()[kArea] == marker, "a duplicate was placed again");
+    // A duplicate inside the window (its bit already set).
+    const Packet ahead = c.write(psn_add(r, 2), kArea + 4096, bytes_of(64, 5));
+    c.send(ahead);
+    expect_window(c, psn_next(r), {psn_add(r, 2)});
+    Packet dup2 = ahead;
+    dup2.bth.flags &= static_cast<std::uint8_t>(~flag::kAckReq);
+    c.send(dup2);
+    expect_window(c, psn_next(r), {psn_add(r, 2)});
+    counters.expect_delta("rx_duplicate", 2);
+}
+
+void delayed_ack(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    // No ACK_REQ: the delayed-ACK timer (200 us by default) must still acknowledge it.
+    c.send(c.write(r, kArea, bytes_of(10, 6), flag::kFirst | flag::kLast));
+    c.expect_ack(psn_next(r), 1000);
+}
+
+void sack_window_edge(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const auto data = bytes_of(32, 7);
+    c.send(c.write(psn_add(r, 256), kArea, data));  // cum + 256: the last PSN the bitmap names
+    const Packet a = expect_window(c, r, {psn_add(r, 256)});
+    expect(a.ack().sack[7] == 1u, "PSN cum + 256 is not the last bit of the bitmap");
+    expect(mr_equals(c, kArea, data), "a packet at the edge of the window was not placed");
+}
+
+void beyond_window(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const auto before =
+        std::vector<std::uint8_t>(c.mr().data() + kArea, c.mr().data() + kArea + 32);
+    Packet far = c.write(psn_add(r, 257), kArea, bytes_of(32, 8));
+    c.expect_dropped(encode(far), r);
+    expect(mr_equals(c, kArea, before), "a packet beyond the window was placed");
+    counters.expect_delta("rx_out_of_window", 1);
+}
+
+void psn_wrap(Env& env) {
+    ConnOptions o;
+    o.dut_rq_psn = 0xfffffe;
+    Conn c(env, o);
+    const auto data = bytes_of(4000, 9);
+    auto packets = c.write_message(0xfffffe, kArea, data);  // fffffe, ffffff, 0, 1
+    for (Packet& p : packets) p.bth.flags |= flag::kAckReq;
+    c.send(packets[3]);
+    expect_window(c, 0xfffffe, {1});
+    c.send(packets[0]);
+    expect_window(c, 0xffffff, {1});
+    c.send(packets[2]);
+    expect_window(c, 0xffffff, {0, 1});
+    c.send(packets[1]);
+    expect_window(c, 2, {});
+    expect(mr_equals(c, kArea, data), "bytes across the PSN wrap are wrong");
+}
+
+void expect_read_responses(Conn& c, const std::vector<Seen>& seen, Psn first, std::uint32_t n,
+                           std::uint64_t mr_offset, std::uint32_t offset, std::uint32_t len,
+                           std::uint32_t msn) {
+    std::map<Psn, Packet> by_psn;
+    for (const Seen& s : seen) {
+        if (s.packet.bth.opcode != Opcode::ReadResponse) continue;
+        expect((s.src_port & 0xc000) == 0xc000,
+               format("UDP source port 0x%04x is not 0xC000 | entropy", s.src_port));
+        by_psn.emplace(s.packet.bth.psn, s.packet);
+    }
+    expect(by_psn.size() == n, format("%zu READ responses, expected %u", by_psn.size(), n));
+    const std::uint32_t mtu = c.mtu();
+    for (std::uint32_t k = 0; k < n; ++k) {
+        const auto it = by_psn.find(psn_add(first, k));
+        expect(it != by_psn.end(), format("no READ response with PSN 0x%06x", psn_add(first, k)));
+        const Packet& p = it->second;
+        const Deth& d = p.deth();
+        const std::uint32_t begin = k * mtu;
+        const std::uint32_t size = std::min(mtu, len - begin);
+        expect(p.bth.has(flag::kFirst) == (k == 0) && p.bth.has(flag::kLast) == (k + 1 == n),
+               "FIRST/LAST do not delimit the part: " + describe(p));
+        expect(d.addr == offset + begin, "wrong DETH address (offset in the READ): " + describe(p));
+        expect(d.msn == msn, "wrong MSN: " + describe(p));
+        expect(d.msg_len == offset + len,
+               format("msg_len %u, expected the part's offset + length %u: ", d.msg_len,
+                      offset + len) +
+                   describe(p));
+        expect(p.payload.size() == size &&
+                   std::memcmp(p.payload.data(), c.mr().data() + mr_offset + begin, size) == 0,
+               "READ response payload differs from the DUT's memory: " + describe(p));
+    }
+}
+
+void read_response_format(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t len = 2500;
+    c.send(c.read_request(r, c.mr().addr() + 0x3000, c.mr().rkey(), len, 0, 0));
+    const auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 3);
+        },
+        2000);
+    // The READ's PSNs are marked received: the ACK names r + 3.
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack,
+           "no ACK with cum_psn r + 3 (a READ_REQ marks the PSNs of its responses)");
+    auto all = seen;
+    const auto more = c.collect(100);
+    all.insert(all.end(), more.begin(), more.end());
+    expect_read_responses(c, all, r, 3, 0x3000, 0, len, 0);
+}
+
+void read_part_response_format(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    // The part of a READ starting at response packet 2: offset 2 MTU, its own PSNs from r.
+    const std::uint32_t mtu = c.mtu();
+    const std::uint32_t offset = 2 * mtu;
+    const std::uint32_t len = mtu + 100;
+    c.send(c.read_request(r, c.mr().addr() + 0x3000 + offset, c.mr().rkey(), len, offset, 3));
+    auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 2);
+        },
+        2000);
+    const auto more = c.collect(100);
+    seen.insert(seen.end(), more.begin(), more.end());
+    expect_read_responses(c, seen, r, 2, 0x3000 + offset, offset, len, 3);
+}
+
+void read_deferred_until_prior_psns(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const auto fresh = bytes_of(64, 10);
+    // PSN r: a WRITE of new bytes, held back. PSN r + 1: a READ of the same bytes.
+    c.send(c.read_request(psn_next(r), c.mr().addr() + kArea, c.mr().rkey(), 64));
+    expect_window(c, r, {psn_next(r)});
+    for (const Seen& s : c.collect(300)) {
+        expect(s.packet.bth.opcode != Opcode::ReadResponse,
+               "the READ was answered before the PSN before it arrived");
+    }
+    c.send(c.write(r, kArea, fresh));
+    const auto seen =
+        c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::ReadResponse; }, 2000);
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::ReadResponse,
+           "no READ response once the earlier PSN arrived");
+    expect(seen.back().packet.payload == fresh,
+           "the READ did not observe the WRITE posted before it");
+}
+
+void read_duplicate_reexecuted(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const Packet req = c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 1500);
+    c.send(req);
+    auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 2);
+        },
+        2000);
+    auto more = c.collect(100);
+    seen.insert(seen.end(), more.begin(), more.end());
+    expect_read_responses(c, seen, r, 2, 0x5000, 0, 1500, 0);
+    // The same request again (a lost ACK): executed again, and ACKed at once.
+    c.send(with_flags(req, flag::kRetx));
+    seen = c.collect(300);
+    expect_read_responses(c, seen, r, 2, 0x5000, 0, 1500, 0);
+    bool acked = false;
+    for (const Seen& s : seen) acked |= s.packet.bth.opcode == Opcode::Ack;
+    expect(acked, "a duplicate READ_REQ was not acknowledged");
+    counters.expect_delta("rx_duplicate", 1);
+}
+
+void reread_range(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t mtu = c.mtu();
+    const std::uint32_t len = 3 * mtu + 500;
+    c.send(c.read_request(r, c.mr().addr() + 0x8000, c.mr().rkey(), len));
+    c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 4);
+        },
+        2000);
+    c.collect(100);
+    // Responses 2 and 3 were "lost": a re-read of exactly them, with their PSNs.
+    c.send(c.read_request(psn_add(r, 2), c.mr().addr() + 0x8000 + 2 * mtu, c.mr().rkey(),
+                          len - 2 * mtu, 2 * mtu, 0, flag::kAckReq | flag::kRetx));
+    const auto seen = c.collect(300);
+    expect_read_responses(c, seen, psn_add(r, 2), 2, 0x8000 + 2 * mtu, 2 * mtu, len - 2 * mtu, 0);
+}
+
+void send_rnr_then_accepted(Env& env) {
+    ConnOptions o;
+    o.min_rnr_timer = 14;
+    Conn c(env, o);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const auto data = bytes_of(100, 11);
+    const auto m = c.send_message(r, 0, data);
+    c.send(m[0]);
+    const Packet nak = c.expect_nak(Syndrome::RnrNak, r);
+    expect(nak.ack().nak_arg == 14,
+           format("RNR NAK timer %u, expected the QP's min_rnr_timer 14", nak.ack().nak_arg));
+    expect(nak.ack().cum_psn == r, "the refused SEND was marked received: " + describe(nak));
+    counters.expect_delta("rnr_naks_sent", 1);
+    c.post_recv(1, 0, 4096);
+    c.send(with_flags(m[0], flag::kRetx));
+    c.expect_ack(psn_next(r));
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 100 &&
+               wc.wr_id == 1,
+           format("receive completion: status %s opcode %d len %u", ibv_wc_status_str(wc.status),
+                  wc.opcode, wc.byte_len));
+    expect(std::memcmp(c.local().data(), data.data(), data.size()) == 0, "SEND data differs");
+    c.expect_state(IBV_QPS_RTS);
+}
+
+void send_msn_selects_wqe(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.post_recv(10, 0, 4096);
+    c.post_recv(11, 8192, 4096);
+    const auto first = bytes_of(200, 12);
+    const auto second = bytes_of(1500, 13);
+    // The second message (MSN 1) arrives completely before the first (MSN 0).
+    for (const Packet& p : c.send_message(psn_next(r), 1, second)) c.send(p);
+    expect(!c.poll_recv(200).has_value(), "a receive completed while an earlier PSN is missing");
+    for (const Packet& p : c.send_message(r, 0, first)) c.send(p);
+    const ibv_wc a = c.expect_recv_completion();
+    const ibv_wc b = c.expect_recv_completion();
+    expect(
+        a.wr_id == 10 && a.byte_len == 200 && b.wr_id == 11 && b.byte_len == 1500 &&
+            a.status == IBV_WC_SUCCESS && b.status == IBV_WC_SUCCESS,
+        format("completions %llu/%u/%s then %llu/%u/%s, expected 10/200 then 11/1500",
+               static_cast<unsigned long long>(a.wr_id), a.byte_len, ibv_wc_status_str(a.status),
+               static_cast<unsigned long long>(b.wr_id), b.byte_len, ibv_wc_status_str(b.status)));
+    expect(std::memcmp(c.local().data(), first.data(), first.size()) == 0 &&
+               std::memcmp(c.local().data() + 8192, second.data(), second.size()) == 0,
+           "a SEND landed in the wrong receive WQE");
+    c.expect_ack(psn_add(r, 3));
+}
+
+void send_with_immediate(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.post_recv(5, 0, 4096);
+    const auto data = bytes_of(2500, 14);
+    // IMM and the value on the last packet only (section 3).
+    for (const Packet& p : c.send_message(r, 0, data, 0xdeadbeef)) c.send(p);
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 2500,
+           format("completion: %s opcode %d len %u", ibv_wc_status_str(wc.status), wc.opcode,
+                  wc.byte_len));
+    expect((wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 0xdeadbeef,
+           format("immediate data missing or wrong (flags 0x%x imm 0x%x)", wc.wc_flags,
+                  ntohl(wc.imm_data)));
+    expect(std::memcmp(c.local().data(), data.data(), data.size()) == 0, "SEND data differs");
+}
+
+void send_too_long_for_wqe(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.post_recv(7, 0, 1000);
+    c.post_recv(8, 4096, 1000);
+    const auto m = c.send_message(r, 0, bytes_of(2000, 15));
+    c.send(m[0]);
+    c.send(m[1]);
+    c.expect_nak(Syndrome::InvalidRequest, r);
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.wr_id == 7 && wc.status == IBV_WC_LOC_LEN_ERR,
+           format("receive %llu completed with %s, expected 7 with LOC_LEN_ERR",
+                  static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status)));
+    c.expect_state(IBV_QPS_ERR);
+    const ibv_wc flushed = c.expect_recv_completion();
+    expect(flushed.status == IBV_WC_WR_FLUSH_ERR, "the next receive was not flushed");
+}
+
+void write_with_immediate(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.post_recv(9, 0, 0);
+    const auto data = bytes_of(1500, 16);
+    auto packets = c.write_message(r, kArea, data, 0);
+    packets.back().bth.flags |= flag::kImm;
+    packets.back().deth().imm = 0x12345678;
+    for (const Packet& p : packets) c.send(p);
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+               wc.byte_len == 1500 && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+               ntohl(wc.imm_data) == 0x12345678,
+           format("completion: %s opcode %d len %u imm 0x%x", ibv_wc_status_str(wc.status),
+                  wc.opcode, wc.byte_len, ntohl(wc.imm_data)));
+    expect(mr_equals(c, kArea, data), "the WRITE's bytes are not in the DUT's memory");
+}
+
+void zero_length_send(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.post_recv(3, 0, 64);
+    c.send(c.send_message(r, 0, {})[0]);
+    c.expect_ack(psn_next(r));
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_SUCCESS && wc.byte_len == 0,
+           format("completion %s len %u", ibv_wc_status_str(wc.status), wc.byte_len));
+}
+
+void ce_marks_echoed(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const auto packets = c.write_message(r, kArea, bytes_of(3000, 17));
+    for (const Packet& p : packets) c.send(p, 0, /*tos=*/3);  // ECN CE
+    // Each ACK counts the marks since the previous one (a delayed ACK may come in between).
+    const auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 3);
+        },
+        2000);
+    unsigned marks = 0;
+    for (const Seen& s : seen) {
+        if (s.packet.bth.opcode == Opcode::Ack) marks += s.packet.ack().ce_count;
+    }
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack, "no ACK");
+    expect(marks == 3, format("the ACKs echoed %u CE marks, expected 3", marks));
+    counters.expect_delta("rx_ecn_ce", 3);
+}
+
+// A remote access error: REMOTE_ACCESS NAK with the packet's PSN, QP to error, receives flushed.
+void expect_access_error(Conn& c, const Packet& bad, std::uint64_t area,
+                         const std::vector<std::uint8_t>& before) {
+    CounterCheck counters(c.env());
+    c.post_recv(1, 0, 64);
+    c.send(bad);
+    c.expect_nak(Syndrome::RemoteAccess, bad.bth.psn);
+    c.expect_state(IBV_QPS_ERR);
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_WR_FLUSH_ERR,
+           format("the posted receive completed with %s, expected WR_FLUSH_ERR",
+                  ibv_wc_status_str(wc.status)));
+    if (!before.empty()) {
+        expect(std::memcmp(c.mr().data() + area, before.data(), before.size()) == 0,
+               "a refused WRITE changed the DUT's memory");
+    }
+    counters.expect_delta("remote_access_errors", 1);
+}
+
+void write_bad_rkey(Env& env) {
+    Conn c(env);
+    Packet w = c.write(c.rq_psn(), kArea, bytes_of(64, 18));
+    w.deth().key = c.mr().rkey() ^ 0x5a5a00;
+    expect_access_error(
+        c, w, kArea, std::vector<std::uint8_t>(c.mr().data() + kArea, c.mr().data() + kArea + 64));
+}
+
+void write_out_of_bounds(Env& env) {
+    Conn c(env);
+    // Starts inside the region and runs 32 bytes past its end.
+    Packet w = c.write(c.rq_psn(), Conn::kMrSize - 32, bytes_of(64, 19));
+    expect_access_error(c, w, Conn::kMrSize - 32,
+                        std::vector<std::uint8_t>(c.mr().data() + Conn::kMrSize - 32,
+                                                  c.mr().data() + Conn::kMrSize));
+}
+
+void write_without_rights(Env& env) {
+    Conn c(env);
+    Packet w = c.write(c.rq_psn(), 0, bytes_of(64, 20));
+    w.deth().addr = c.ro().addr();  // a region registered for remote read only
+    w.deth().key = c.ro().rkey();
+    const std::vector<std::uint8_t> before(c.ro().data(), c.ro().data() + 64);
+    expect_access_error(c, w, 0, {});
+    expect(std::memcmp(c.ro().data(), before.data(), 64) == 0,
+           "a WRITE changed a region without remote write rights");
+}
+
+void read_bad_rkey(Env& env) {
+    Conn c(env);
+    expect_access_error(c, c.read_request(c.rq_psn(), c.mr().addr(), c.mr().rkey() ^ 0x5a5a00, 100),
+                        0, {});
+}
+
+void read_out_of_bounds(Env& env) {
+    Conn c(env);
+    expect_access_error(
+        c, c.read_request(c.rq_psn(), c.mr().addr() + Conn::kMrSize - 100, c.mr().rkey(), 200), 0,
+        {});
+}
+
+void read_without_rights(Env& env) {
+    Conn c(env);
+    expect_access_error(c, c.read_request(c.rq_psn(), c.wo().addr(), c.wo().rkey(), 64), 0, {});
+}
+
+void access_nak_names_the_psn(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    Packet bad = c.write(psn_next(r), kArea, bytes_of(64, 21));
+    bad.deth().key ^= 0x5a5a00;
+    c.send(bad);
+    c.send(c.write(r, kArea + 4096, bytes_of(64, 22)));
+    const Packet nak = c.expect_nak(Syndrome::RemoteAccess, psn_next(r));
+    expect(!psn_before(psn_next(r), nak.ack().cum_psn),
+           "the NAK's cum_psn is past the refused PSN: " + describe(nak));
+    c.expect_state(IBV_QPS_ERR);
+}
+
+void duplicate_read_with_bad_rkey(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.send(c.read_request(r, c.mr().addr(), c.mr().rkey(), 100));
+    c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_next(r);
+        },
+        2000);
+    c.collect(100);
+    // The same PSN again (a duplicate, executed again, section 5), now with a bad rkey: a
+    // REMOTE_ACCESS NAK and the error state (section 6).
+    c.send(c.read_request(r, c.mr().addr(), c.mr().rkey() ^ 0x5a5a00, 100, 0, 0,
+                          flag::kAckReq | flag::kRetx));
+    const auto seen = c.receive_until(
+        [](const Packet& p) { return p.bth.opcode == Opcode::Ack && p.ack().is_nak(); }, 1000);
+    const bool naked = !seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
+                       seen.back().packet.ack().is_nak();
+    if (!naked) {
+        // Tell a QP that ignored it from one that is now stuck.
+        c.send(c.write(psn_next(r), kArea, bytes_of(16, 23)));
+        const auto after =
+            c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::Ack; }, 1000);
+        const bool answered = !after.empty() && after.back().packet.bth.opcode == Opcode::Ack;
+        expect(false, answered ? "the bad duplicate READ_REQ was not refused (no REMOTE_ACCESS "
+                                 "NAK): it was ignored"
+                               : "no REMOTE_ACCESS NAK for the bad duplicate READ_REQ, and the "
+                                 "QP answers nothing after it: it is wedged");
+    }
+    const Packet& nak = seen.back().packet;
+    expect(nak.ack().syndrome == Syndrome::RemoteAccess && nak.ack().nak_psn == r,
+           "expected a REMOTE_ACCESS NAK for the duplicate's PSN: " + describe(nak));
+    c.expect_state(IBV_QPS_ERR);
+}
+
+}  // namespace
+
+std::vector<Case> responder_cases() {
+    return {
+        {"write_in_order", "a 3-packet WRITE is placed and acknowledged (cum_psn, empty SACK)",
+         write_in_order},
+        {"ack_fields",
+         "ACK: syndrome 0, cum_psn, echo_path/ts_echo of the packet, same path index, UDP "
+         "source port 0xC000|entropy, msn",
+         ack_fields},
+        {"write_out_of_order_sack",
+         "out-of-order packets are placed on arrival; each ACK's cum_psn and SACK bits are exact",
+         write_out_of_order_sack},
+        {"duplicate_acked_not_replaced",
+         "duplicates (behind cum_psn and inside the window) are ACKed at once, not placed again, "
+         "counted (rx_duplicate)",
+         duplicate_acked_not_replaced},
+        {"delayed_ack", "a packet without ACK_REQ is acknowledged by the delayed-ACK timer",
+         delayed_ack},
+        {"sack_window_edge", "PSN cum+256 is accepted and is the last bit of the bitmap",
+         sack_window_edge},
+        {"beyond_window", "PSN cum+257 is dropped, not placed, counted (rx_out_of_window)",
+         beyond_window},
+        {"psn_wrap", "PSNs wrap at 2^24: SACK bits and cum_psn across 0xffffff -> 0", psn_wrap},
+        {"read_response_format",
+         "READ responses: PSNs p..p+n-1, FIRST/LAST, address k*MTU, MSN, msg_len, data; the "
+         "READ's PSNs are marked",
+         read_response_format},
+        {"read_part_response_format",
+         "a READ_REQ part at offset 2*MTU: FIRST on its first response, msg_len = offset + "
+         "length",
+         read_part_response_format},
+        {"read_deferred_until_prior_psns",
+         "a READ is executed only once the PSNs before it arrived, and sees the WRITE before it",
+         read_deferred_until_prior_psns},
+        {"read_duplicate_reexecuted",
+         "a duplicate READ_REQ is executed again and ACKed (rx_duplicate)",
+         read_duplicate_reexecuted},
+        {"reread_range", "a re-read (RETX) is answered with exactly its range and original PSNs",
+         reread_range},
+        {"send_rnr_then_accepted",
+         "a SEND without a receive WQE: RNR NAK (PSN, min_rnr_timer), not marked; accepted once "
+         "posted",
+         send_rnr_then_accepted},
+        {"send_msn_selects_wqe",
+         "the MSN selects the receive WQE; completions wait for earlier PSNs and come in order",
+         send_msn_selects_wqe},
+        {"send_with_immediate",
+         "a multi-packet SEND with IMM on its last packet completes with the immediate",
+         send_with_immediate},
+        {"send_too_long_for_wqe",
+         "a SEND longer than the WQE: INVALID_REQUEST NAK, LOC_LEN_ERR completion, QP error",
+         send_too_long_for_wqe},
+        {"write_with_immediate",
+         "a WRITE with immediate is placed and consumes a receive WQE (RECV_RDMA_WITH_IMM)",
+         write_with_immediate},
+        {"zero_length_send", "a zero-length SEND completes with byte_len 0", zero_length_send},
+        {"ce_marks_echoed", "CE-marked packets are counted in the ACK's ce_count (rx_ecn_ce)",
+         ce_marks_echoed},
+        {"write_bad_rkey",
+         "WRITE with an unknown rkey: REMOTE_ACCESS NAK at its PSN, QP error, not placed",
+         write_bad_rkey},
+        {"write_out_of_bounds", "WRITE past the end of the region: REMOTE_ACCESS NAK, QP error",
+         write_out_of_bounds},
+        {"write_without_rights",
+         "WRITE into a region without remote write: REMOTE_ACCESS NAK, QP error",
+         write_without_rights},
+        {"read_bad_rkey", "READ_REQ with an unknown rkey: REMOTE_ACCESS NAK, QP error",
+         read_bad_rkey},
+        {"read_out_of_bounds", "READ_REQ past the end of the region: REMOTE_ACCESS NAK, QP error",
+         read_out_of_bounds},
+        {"read_without_rights",
+         "READ_REQ of a region without remote read: REMOTE_ACCESS NAK, QP error",
+         read_without_rights},
+        {"access_nak_names_the_psn",
+         "a refused WRITE behind a gap: the REMOTE_ACCESS NAK names its PSN, QP error",
+         access_nak_names_the_psn},
+        {"duplicate_read_with_bad_rkey",
+         "a duplicate READ_REQ (executed again) with a bad rkey: REMOTE_ACCESS NAK, QP error",
+         duplicate_read_with_bad_rkey},
+    };
+}
+
+}  // namespace metaroce::compliance
