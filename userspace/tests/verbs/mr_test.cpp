@@ -326,7 +326,7 @@ TEST_F(Mr, GiBRegistrationAndMessageLimit)
 	     .wr_id = 7, .raddr = dst.addr(), .rkey = dst.rkey()};
 	ibv_wc wc = run1(q3, w);
 	EXPECT_WC(wc, 7, IBV_WC_LOC_LEN_ERR);
-	EXPECT_EQ(q3.state(), IBV_QPS_ERR);
+	EXPECT_EQ(q3.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 
 	// The 1 GiB MR is usable: its last page goes out.
 	EXPECT_WC(run1(qa, write_wr(huge, gib - 4096, dst, 0, 4096, 8)), 8,

@@ -384,14 +384,14 @@ TEST_F(QpState, CurrentStateMustMatch)
 		<< "RTR -> RTS without an SQ PSN, claiming to be in SQD";
 	EXPECT_EQ(qa.state(), IBV_QPS_RTR);
 
-	// The right current state is fine.
-	Qp qc(A());
-	ASSERT_EQ(rc_init(qc, kRcAccess), 0);
+	// The right current state is fine (RTS -> RTS takes it).
+	Qp qc(A()), qd(B());
+	connect(qc, qd);
 	a = {};
-	a.qp_state = IBV_QPS_INIT;
-	a.cur_qp_state = IBV_QPS_INIT;
+	a.qp_state = IBV_QPS_RTS;
+	a.cur_qp_state = IBV_QPS_RTS;
 	EXPECT_EQ(ibv_modify_qp(qc.qp, &a, IBV_QP_STATE | IBV_QP_CUR_STATE), 0);
-	EXPECT_EQ(qc.state(), IBV_QPS_INIT);
+	EXPECT_EQ(qc.state(), IBV_QPS_RTS);
 }
 
 // PSNs are 24 bits: Linux (ib_uverbs) keeps the low 24 bits of what it is
@@ -774,6 +774,9 @@ TEST_F(QpState, SqdWaitsForAPartlySentMessage)
 		<< "no IBV_EVENT_SQ_DRAINED";
 	EXPECT_TRUE(has_pattern(dst.p, big, 17));
 	EXPECT_TRUE(quiet(qa.scq, Ms(200))) << "the second WRITE ran in SQD";
+	A().drain_events(Ms(100));
+	EXPECT_EQ(A().count_events(IBV_EVENT_SQ_DRAINED, qa.qp), 1)
+		<< "SQ_DRAINED reported more than once";
 	a = {};
 	a.qp_state = IBV_QPS_RTS;
 	ASSERT_EQ(ibv_modify_qp(qa.qp, &a, IBV_QP_STATE), 0);
@@ -964,6 +967,29 @@ TEST_F(QpState, FullQueuesAreEnomem)
 	EXPECT_EQ(v.size(), 16u);
 	EXPECT_EQ(post_send(qa.qp, w[19]), 0);
 	EXPECT_WC(poll1(qa.scq), 19, IBV_WC_WR_FLUSH_ERR);
+}
+
+// Destroying a QP with WRs outstanding (sends in flight, receives posted)
+// completes none of them: the CQs stay empty, and the peer carries on.
+TEST_F(QpState, DestroyWithWrsOutstanding)
+{
+	Qp qa(A()), qb(B());
+	Buf src(A().pd, 1 << 20), dst(B().pd, 1 << 20);
+	stall(qa, qb);
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(post_recv(qa.qp, {src.sge(0, 64)}, i), 0);
+	std::vector<Wr> w;
+	for (int i = 0; i < 8; i++)
+		w.push_back(write_wr(src, 0, dst, 0, 1 << 20, i));
+	ASSERT_EQ(post_send(qa.qp, w), 0);
+	std::this_thread::sleep_for(Ms(50));
+	qa.destroy();
+	EXPECT_TRUE(quiet(qa.scq, Ms(200)));
+	EXPECT_TRUE(quiet(qa.rcq, Ms(0)));
+	// The peer is still usable.
+	Qp qc(A());
+	connect(qc, qb, {.psn_a = 5, .psn_b = 6});
+	EXPECT_WC(run1(qc, write_wr(src, 0, dst, 0, 4096, 9)), 9, IBV_WC_SUCCESS);
 }
 
 // ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ protected:
 	// flushes.
 	void expect_failed_qp(Qp &q, uint64_t probe_id = 999)
 	{
-		EXPECT_EQ(q.state(), IBV_QPS_ERR);
+		EXPECT_EQ(q.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 		Buf b(q.c.pd, 8);
 		ASSERT_EQ(post_send(q.qp, send_wr(b, 0, 8, probe_id)), 0);
 		EXPECT_WC(poll1(q.scq), probe_id, IBV_WC_WR_FLUSH_ERR);
@@ -132,7 +132,7 @@ TEST_F(RcError, BadRkeyFailsWriteAndFlushesTheRest)
 	EXPECT_TRUE(B().wait_event(IBV_EVENT_QP_ACCESS_ERR, limit(), qb.qp)
 			    .has_value())
 		<< "no IBV_EVENT_QP_ACCESS_ERR on the responder";
-	EXPECT_EQ(qb.state(), IBV_QPS_ERR);
+	EXPECT_EQ(qb.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 	EXPECT_WC(poll1(qb.rcq), 77, IBV_WC_WR_FLUSH_ERR);
 }
 
@@ -160,6 +160,28 @@ TEST_F(RcError, UnsignaledErrorStillCompletes)
 	w.rkey ^= 0xff00;
 	ASSERT_EQ(post_send(qa.qp, w), 0);
 	EXPECT_WC(poll1(qa.scq), 5, IBV_WC_REM_ACCESS_ERR);
+}
+
+// The QP is in ERR once its error completion can be polled: a consumer
+// that sees the error and queries the QP must not find it still in RTS.
+// (Checked on 20 fresh connections; the window, if there is one, is short.)
+TEST_F(RcError, ErrorStateVisibleWithTheErrorCompletion)
+{
+	Buf src(A().pd, 64), dst(B().pd, 64);
+	int lagged = 0;
+	for (int i = 0; i < 20; i++) {
+		Qp qa(A()), qb(B());
+		connect(qa, qb);
+		Wr w = write_wr(src, 0, dst, 0, 64, i);
+		w.rkey ^= 0x3300;
+		ASSERT_WC(run1(qa, w), i, IBV_WC_REM_ACCESS_ERR);
+		ibv_qp_state st = qa.state();
+		if (st != IBV_QPS_ERR)
+			lagged++;
+		EXPECT_EQ(qa.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
+	}
+	EXPECT_EQ(lagged, 0) << "query_qp still said RTS right after the error "
+				"completion in " << lagged << " of 20 cases";
 }
 
 TEST_F(RcError, RemoteAddressOutOfBounds)
@@ -200,7 +222,7 @@ TEST_F(RcError, RemoteAddressOutOfBounds)
 		EXPECT_WC(run1(qa, w), 1, IBV_WC_REM_ACCESS_ERR);
 		EXPECT_TRUE(all_bytes(region.p, region.len, 0xee))
 			<< "memory changed";
-		EXPECT_EQ(qa.state(), IBV_QPS_ERR);
+		EXPECT_EQ(qa.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 		EXPECT_EQ(ibv_dereg_mr(mr), 0);
 	}
 }
@@ -247,7 +269,7 @@ TEST_F(RcError, MissingRemotePermissions)
 		     .raddr = dst.addr(), .rkey = dst.rkey(), .imm = 1};
 		EXPECT_WC(run1(qa, w), 1, IBV_WC_REM_ACCESS_ERR);
 		EXPECT_TRUE(all_bytes(dst.p, 4096, 0xee));
-		EXPECT_EQ(qb.state(), IBV_QPS_ERR);
+		EXPECT_EQ(qb.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 	}
 }
 
@@ -353,7 +375,7 @@ TEST_F(RcError, ReceiveWithBadLkey)
 	ASSERT_EQ(v.size(), 2u);
 	EXPECT_WC(v[0], 1, IBV_WC_LOC_PROT_ERR);
 	EXPECT_WC(v[1], 2, IBV_WC_WR_FLUSH_ERR);
-	EXPECT_EQ(qb.state(), IBV_QPS_ERR);
+	EXPECT_EQ(qb.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 	expect_failed_qp(qa);
 }
 
@@ -381,7 +403,7 @@ TEST_F(RcError, ReceiveBufferTooSmall)
 		EXPECT_WC(v[1], 2, IBV_WC_WR_FLUSH_ERR);
 		EXPECT_TRUE(all_bytes(dst.p + room, n - room, 0xee))
 			<< "bytes beyond the receive buffer were written";
-		EXPECT_EQ(qb.state(), IBV_QPS_ERR);
+		EXPECT_EQ(qb.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 		expect_failed_qp(qa);
 	}
 }
@@ -520,7 +542,7 @@ static double time_to_retry_error(Ctx &a, Ctx &b, uint8_t retry_cnt,
 	double took = ms_since(t0);
 	EXPECT_WC(wc, 2, IBV_WC_RETRY_EXC_ERR);
 	EXPECT_WC(poll1(qa.scq), 3, IBV_WC_WR_FLUSH_ERR);
-	EXPECT_EQ(qa.state(), IBV_QPS_ERR);
+	EXPECT_EQ(qa.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
 	return wc.status == IBV_WC_RETRY_EXC_ERR ? took : -1;
 }
 
@@ -559,12 +581,23 @@ TEST_F(RcError, RetryExceededPeerInErrorOrReset)
 			    2);
 }
 
-// The retry periods count from the post, not from whenever the QP last
-// heard from its peer: an idle connection gets its full timeout too.
-TEST_F(RcError, RetryExceededAfterIdleNotEarly)
+// The retry periods count from when the request went out, not from
+// whenever the QP last heard from its peer: a connection that was quiet
+// for a while (here: 40 ms, less than one timeout of 67 ms, and 600 ms,
+// several) gets its full (retry_cnt + 1) timeouts too.
+TEST_F(RcError, RetryExceededAfterQuietNotEarly)
 {
-	expect_retry_window(
-		time_to_retry_error(A(), B(), 2, Dead::Destroyed, Ms(600)), 2);
+	for (int idle : {40, 600}) {
+		for (uint8_t retry : {0, 2}) {
+			SCOPED_TRACE(testing::Message() << "quiet " << idle
+							<< " ms, retry_cnt "
+							<< int(retry));
+			expect_retry_window(
+				time_to_retry_error(A(), B(), retry,
+						    Dead::Destroyed, Ms(idle)),
+				retry);
+		}
+	}
 }
 
 // timeout 0: the requester waits forever.

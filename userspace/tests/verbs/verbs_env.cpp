@@ -561,6 +561,16 @@ ibv_qp_state Qp::state()
 	return a.qp_state;
 }
 
+ibv_qp_state Qp::wait_state(ibv_qp_state want, Ms timeout)
+{
+	auto t0 = std::chrono::steady_clock::now();
+	ibv_qp_state st;
+
+	while ((st = state()) != want && ms_since(t0) < timeout.count())
+		std::this_thread::sleep_for(Ms(1));
+	return st;
+}
+
 ibv_ah_attr ah_to(const Ctx &from, const Ctx &to)
 {
 	ibv_ah_attr ah{};

@@ -180,6 +180,8 @@ public:
 	ibv_qp_cap cap{};
 	uint32_t qpn() const { return qp->qp_num; }
 	ibv_qp_state state();	// ibv_query_qp
+	// Queries until the state is @want (or @timeout); the last one seen.
+	ibv_qp_state wait_state(ibv_qp_state want, Ms timeout = Ms(2000));
 	void destroy();		// early (peer goes away)
 
 private:
