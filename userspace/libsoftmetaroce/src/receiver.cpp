@@ -176,36 +176,29 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     const Psn psn = packet.bth.psn;
     const ReadReq& request = packet.rreq();
     const PendingRead read{psn, request, packet.bth.has(flag::kRetx)};
-
-    switch (window_.locate(psn)) {
-        case WindowPosition::Duplicate:
-            ++counters_.duplicates;
-            ++counters_.duplicate_reads;
-            // Reads are idempotent: run it again if the original already ran (cum_psn passed
-            // it); otherwise the original, still waiting for cum_psn, answers this range too.
-            if (psn_before(psn, window_.cum_psn())) {
-                if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
-                    AccessResult::Ok) {
-                    ++counters_.access_naks;
-                    send_ack(Syndrome::RemoteAccess, psn, 0, now);
-                    fail(std::nullopt);
-                    return;
-                }
-                execute_read(read, /*again=*/true, now);
-            }
-            send_ack(Syndrome::Ack, 0, 0, now);
-            return;
-        case WindowPosition::Beyond:
-            ++counters_.out_of_window;
-            return;
-        case WindowPosition::New:
-            break;
-    }
-
     const std::uint32_t packets = read_response_packets(request.len, config_.mtu);
     const Psn last = psn_add(psn, packets - 1);
-    if (psn_diff(last, window_.cum_psn()) > static_cast<std::int32_t>(SackBitmap::kBits)) {
+    const Psn cum = window_.cum_psn();
+
+    if (window_.locate(psn) == WindowPosition::Beyond ||
+        psn_diff(last, cum) > static_cast<std::int32_t>(SackBitmap::kBits)) {
         ++counters_.out_of_window;  // the READ's PSNs do not fit the window
+        return;
+    }
+    // Which of its PSNs are new? A re-read may cover PSNs received and PSNs not (a part whose
+    // request was lost): accepting it marks every PSN it asks for (section 5).
+    std::uint32_t fresh = 0;
+    for (std::uint32_t k = 0; k < packets; ++k) {
+        if (window_.locate(psn_add(psn, k)) == WindowPosition::New) ++fresh;
+    }
+    const bool started_behind = psn_before(psn, cum);  // the PSNs before it all arrived
+    if (fresh < packets) {
+        ++counters_.duplicates;
+        ++counters_.duplicate_reads;
+    }
+    // A duplicate whose original still waits for cum_psn is answered by that original.
+    if (fresh == 0 && !started_behind) {
+        send_ack(Syndrome::Ack, 0, 0, now);
         return;
     }
     if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
@@ -215,21 +208,36 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
         fail(std::nullopt);
         return;
     }
-    if (pending_reads_.size() >= config_.max_dest_rd_atomic) {
-        // Not accepted (its PSNs stay unmarked): the requester will send it again.
+    if (fresh == 0) {
+        // Reads are idempotent: the original ran already (cum_psn passed it), run it again.
+        execute_read(read, /*again=*/true, now);
+        send_ack(Syndrome::Ack, 0, 0, now);
+        return;
+    }
+    // Beyond the READs it can hold, a responder drops a READ_REQ without marking its PSNs; the
+    // requester sends it again (section 8). Not one that can run at once (at or behind
+    // cum_psn): it holds no slot, and the READs held may be waiting for exactly it (a
+    // requester that declared their parts lost has sent others since), which would deadlock.
+    if (pending_reads_.size() >= config_.max_dest_rd_atomic && psn != cum && !started_behind) {
         ++counters_.read_overflow;
         return;
     }
 
-    message_end_at(last) =
-        MessageEnd{MessageKind::Read, request.msn, request.len, std::nullopt, false};
+    if (fresh == packets) {
+        message_end_at(last) =
+            MessageEnd{MessageKind::Read, request.msn, request.len, std::nullopt, false};
+    }
     pending_reads_.push_back(read);
     bool completed_wqe = false;
     for (std::uint32_t k = 0; k < packets && !error_; ++k) {
-        completed_wqe |= accept(psn_add(psn, k), now);
+        const Psn p = psn_add(psn, k);
+        if (window_.locate(p) == WindowPosition::New) completed_wqe |= accept(p, now);
     }
     if (error_) return;
-    schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe, ahead_of_gap(psn), now);
+    execute_ready_reads(now);  // it may be ready although cum_psn did not move
+    if (error_) return;
+    schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe || fresh < packets,
+                 ahead_of_gap(psn), now);
 }
 
 bool Receiver::ahead_of_gap(Psn psn) const {

@@ -461,6 +461,55 @@ TEST_F(ReceiverTest, ReadsBeyondMaxDestRdAtomicAreDropped) {
     EXPECT_FALSE(rx->window().received(103));
 }
 
+TEST_F(ReceiverTest, ReReadCoveringUnreceivedPsnsMarksThem) {
+    // READ of 4 responses asked for in two parts; the second part's request was lost, and a
+    // re-read covers response 1 (received) and responses 2 and 3 (never asked for).
+    deliver(read_request(100, kReadBase, kReadKey, 2 * kMtu, 4));
+    EXPECT_EQ(rx->window().cum_psn(), 102u);
+    sent();
+    deliver(read_request(101, kReadBase + kMtu, kReadKey, 3 * kMtu, 4, kMtu, kAckReq | kRetx));
+    EXPECT_EQ(rx->window().cum_psn(), 104u);  // every PSN it asks for is marked
+    const auto out = sent();
+    const auto responses = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 3u);
+    EXPECT_EQ(responses[0].bth.psn, 101u);
+    EXPECT_EQ(responses[2].bth.psn, 103u);
+    EXPECT_EQ(responses[2].deth().msg_len, 4 * kMtu);
+    ASSERT_FALSE(of_opcode(out, Opcode::Ack).empty());
+    EXPECT_EQ(of_opcode(out, Opcode::Ack).back().ack().cum_psn, 104u);
+
+    // The same ahead of a gap: a re-read at a PSN whose original is held, reaching past it.
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(read_request(101, kReadBase, kReadKey, 2 * kMtu, 1));  // 101, 102: held (100 missing)
+    deliver(read_request(102, kReadBase + kMtu, kReadKey, 2 * kMtu, 1, kMtu, kAckReq | kRetx));
+    EXPECT_TRUE(rx->window().received(103));
+    sent();
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    EXPECT_EQ(rx->window().cum_psn(), 104u);
+    const auto late = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(late.size(), 4u);  // 101, 102 by the original, 102, 103 by the re-read
+    EXPECT_EQ(late.back().bth.psn, 103u);
+}
+
+TEST_F(ReceiverTest, ReadAtCumPsnIsAcceptedWhenTheReadsHeldWaitForIt) {
+    config.max_dest_rd_atomic = 2;
+    rx = std::make_unique<Receiver>(config, memory);
+    // The READs at 101 and 102 are held behind PSN 100, which is itself a READ_REQ: it must
+    // not be dropped for want of a slot (they could never run).
+    deliver(read_request(101, kReadBase, kReadKey, 10, 1));
+    deliver(read_request(102, kReadBase, kReadKey, 10, 2));
+    EXPECT_EQ(rx->pending_reads(), 2u);
+    sent();
+    deliver(read_request(100, kReadBase, kReadKey, 10, 0, 0, kAckReq | kRetx));
+    EXPECT_EQ(rx->counters().read_overflow, 0u);
+    EXPECT_EQ(rx->window().cum_psn(), 103u);
+    EXPECT_EQ(rx->pending_reads(), 0u);
+    const auto responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 3u);
+    EXPECT_EQ(responses[0].bth.psn, 100u);  // in PSN order
+    EXPECT_EQ(responses[2].bth.psn, 102u);
+}
+
 TEST_F(ReceiverTest, AcksEvery16PacketsWithoutOtherTriggers) {
     const auto data = pattern_bytes(40 * kMtu, 15);
     auto packets = write_message(100, kWriteBase, data, 0);

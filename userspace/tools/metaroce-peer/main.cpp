@@ -282,10 +282,12 @@ int Peer::run() {
     log("datagrams sent %" PRIu64 " received %" PRIu64 " dropped by --loss %" PRIu64 "/%" PRIu64
         " | requester: new %" PRIu64 " retransmitted %" PRIu64 " re-reads %" PRIu64
         " tail probes %" PRIu64 " RTOs %" PRIu64 " | responder: placed %" PRIu64
-        " duplicates %" PRIu64 " ACKs %" PRIu64 " NAKs %" PRIu64,
+        " duplicates %" PRIu64 " ACKs %" PRIu64 " NAKs %" PRIu64 " READs held back %" PRIu64
+        " beyond window %" PRIu64,
         s.sent, s.received, s.dropped_tx, s.dropped_rx, tx.new_packets, tx.retransmissions,
         tx.rereads, tx.tail_probes, tx.rto_expiries, rx.placed, rx.duplicates, rx.acks_sent,
-        rx.rnr_naks + rx.access_naks + rx.invalid_naks + rx.operational_naks);
+        rx.rnr_naks + rx.access_naks + rx.invalid_naks + rx.operational_naks, rx.read_overflow,
+        rx.out_of_window);
     // Whatever the other implementation sent must be valid MetaRoCE: anything the codec
     // rejects is an interoperability failure.
     const QpCounters& qc = qp_->counters();
