@@ -68,7 +68,7 @@ TEST_F(Mr, BadRangesRefused)
 	Buf mem(page);
 
 	errno = 0;
-	ibv_mr *mr = ibv_reg_mr(A().pd, mem.p, 0, IBV_ACCESS_LOCAL_WRITE);
+	ibv_mr *mr = ibv_reg_mr(A().pd, mem.p, 0, kLocalWrite);
 	EXPECT_EQ(mr, nullptr) << "zero length";
 	EXPECT_EQ(errno, EINVAL) << errstr(errno);
 	if (mr)
@@ -77,7 +77,7 @@ TEST_F(Mr, BadRangesRefused)
 	// Beyond max_mr_size.
 	uint64_t too_big = A().dev_attr.max_mr_size + page;
 	errno = 0;
-	mr = ibv_reg_mr(A().pd, mem.p, too_big, IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr(A().pd, mem.p, too_big, kLocalWrite);
 	EXPECT_EQ(mr, nullptr) << "beyond max_mr_size";
 	EXPECT_EQ(errno, EINVAL) << errstr(errno);
 	if (mr)
@@ -89,7 +89,7 @@ TEST_F(Mr, BadRangesRefused)
 	ASSERT_NE(hole, MAP_FAILED);
 	munmap(hole, 16 * page);
 	errno = 0;
-	mr = ibv_reg_mr(A().pd, hole, 16 * page, IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr(A().pd, hole, 16 * page, kLocalWrite);
 	EXPECT_EQ(mr, nullptr) << "unmapped memory";
 	EXPECT_EQ(errno, EFAULT) << errstr(errno);
 	if (mr)
@@ -97,8 +97,7 @@ TEST_F(Mr, BadRangesRefused)
 
 	// An iova whose offset within the page differs from the address's.
 	errno = 0;
-	mr = ibv_reg_mr_iova(A().pd, mem.p + 8, 64, 0x100000 + 16,
-			     IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr_iova(A().pd, mem.p + 8, 64, 0x100000 + 16, kLocalWrite);
 	EXPECT_EQ(mr, nullptr) << "iova page offset mismatch";
 	EXPECT_EQ(errno, EINVAL) << errstr(errno);
 	if (mr)

@@ -27,6 +27,8 @@ using Ms = std::chrono::milliseconds;
 
 constexpr uint8_t kPort = 1;
 constexpr int kGrhLen = 40;
+// (ints: the ibv_reg_mr macros mix enums, which C++20 frowns upon)
+constexpr int kLocalWrite = IBV_ACCESS_LOCAL_WRITE;
 constexpr int kRcAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			  IBV_ACCESS_REMOTE_READ;
 
