@@ -325,6 +325,39 @@ void reread_range(Env& env) {
     expect_read_responses(c, seen, psn_add(r, 2), 2, 0x8000 + 2 * mtu, 2 * mtu, len - 2 * mtu, 0);
 }
 
+void reread_marks_new_psns(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t mtu = c.mtu();
+    // A READ of 4 responses asked for in two parts; the second part's request (r + 2) was
+    // lost, and so was response 1 of the first: the requester re-reads the run of missing
+    // responses 1..3, PSNs r + 1 .. r + 3 (section 3.2), which starts behind cum_psn.
+    c.send(c.read_request(r, c.mr().addr() + 0x8000, c.mr().rkey(), 2 * mtu, 0, 0));
+    c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 2);
+        },
+        2000);
+    c.collect(100);
+    c.send(c.read_request(psn_next(r), c.mr().addr() + 0x8000 + mtu, c.mr().rkey(), 3 * mtu, mtu, 0,
+                          flag::kAckReq | flag::kRetx));
+    const auto seen = c.collect(300);
+    expect_read_responses(c, seen, psn_next(r), 3, 0x8000 + mtu, mtu, 3 * mtu, 0);
+    // Accepting it marks every PSN it asks for (section 5), else the PSNs of the lost part
+    // stay missing although their responses went out, and every later PSN waits behind them.
+    Psn cum = r;
+    for (const Seen& x : seen) {
+        if (x.packet.bth.opcode == Opcode::Ack && !x.packet.ack().is_nak()) {
+            cum = x.packet.ack().cum_psn;
+        }
+    }
+    expect(cum == psn_add(r, 4),
+           format("after the re-read the DUT's cum_psn is 0x%06x, expected 0x%06x: PSNs it "
+                  "answered were not marked received",
+                  cum, psn_add(r, 4)));
+    c.probe(psn_add(r, 4), psn_add(r, 5));
+}
+
 void send_rnr_then_accepted(Env& env) {
     ConnOptions o;
     o.min_rnr_timer = 14;
@@ -614,6 +647,9 @@ std::vector<Case> responder_cases() {
          read_duplicate_reexecuted},
         {"reread_range", "a re-read (RETX) is answered with exactly its range and original PSNs",
          reread_range},
+        {"reread_marks_new_psns",
+         "a re-read that starts behind cum_psn and covers PSNs never received marks them all",
+         reread_marks_new_psns},
         {"send_rnr_then_accepted",
          "a SEND without a receive WQE: RNR NAK (PSN, min_rnr_timer), not marked; accepted once "
          "posted",
