@@ -123,7 +123,7 @@ void soft_ack_send(struct metaroce_soft_qp *sqp, const struct soft_ack_info *nak
 		metaroce_count(qp->mdev, TX_NAKS);
 	else
 		metaroce_count(qp->mdev, TX_ACKS);
-	soft_xmit(qp, &qp->av, skb, path->entropy, &path->dst, false);
+	soft_xmit(qp, &qp->av, skb, path->entropy, &path->dst, false, 0);
 }
 
 enum hrtimer_restart soft_ack_timer_fn(struct hrtimer *timer)

@@ -163,6 +163,11 @@ static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 	struct soft_req *req = &sqp->req;
 	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
 	u32 window = reorder_window_us(req);
+	/*
+	 * A READ's responses leave the responder in order: one missing this
+	 * long after a later one arrived is lost.
+	 */
+	u32 gap = max_t(u32, req->srtt_us / 2, SOFT_MIN_REORDER_US);
 	bool any = false;
 	u32 i;
 
@@ -179,8 +184,9 @@ static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 		 */
 		if (later >= (s32)req->reorder) {
 			metaroce_count(sqp->qp->mdev, LOST_BY_COUNT);
-		} else if (!e->request_acked &&
-			   (s32)(now - e->sent_us) >= (s32)window) {
+		} else if (!e->request_acked ?
+			   (s32)(now - e->sent_us) >= (s32)window :
+			   (s32)(now - req->response_seen_us) >= (s32)gap) {
 			metaroce_count(sqp->qp->mdev, LOST_BY_TIME);
 		} else {
 			continue;
@@ -214,12 +220,13 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 						     (qp->sq.num_slots - 1)];
 
 		if (swqe->status != IB_WC_SUCCESS) {
+			/* In error before anyone sees the error completion. */
+			soft_qp_fail(qp);
 			soft_post_send_cqe(qp, swqe->wqe.wr_id,
 					   swqe->wqe.opcode, swqe->status, 0);
 			metaroce_queue_consume(&qp->sq, 1);
 			if ((s32)(req->send_index - qp->sq.own_index) < 0)
 				req->send_index = qp->sq.own_index;
-			soft_qp_fail(qp);
 			return;
 		}
 		if (!swqe->npkts || swqe->next_pkt < swqe->npkts ||
@@ -229,14 +236,11 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 			soft_post_send_cqe(qp, swqe->wqe.wr_id,
 					   swqe->wqe.opcode, IB_WC_SUCCESS,
 					   swqe->length);
-		if (swqe->wire_op == METAROCE_OP_READ_REQ)
-			req->rnr_retries = 0;
+		/* RNR retries are counted per message. */
+		req->rnr_retries = 0;
 		metaroce_queue_consume(&qp->sq, 1);
 	}
-	if (READ_ONCE(qp->state) == IB_QPS_SQD &&
-	    qp->sq.own_index == req->send_index &&
-	    qp->attr.en_sqd_async_notify)
-		metaroce_qp_event(qp, IB_EVENT_SQ_DRAINED);
+	soft_req_notify_drained(sqp);
 }
 
 /* Fails the WQE that owns @psn with @status. */
@@ -277,6 +281,10 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		req->rnr_wait = true;
 		req->rnr_until_us = soft_now_us() +
 				    rnr_timer_us[pkt->ack.nak_arg & 31];
+		/* An RNR NAK is an answer: no transport retry is spent. */
+		req->progress_ns = ktime_get_ns();
+		req->retries = 0;
+		req->resent_in_period = false;
 		/* Re-arms a pending timer; a running one sees it queued. */
 		hrtimer_start(&req->timer,
 			      soft_us(rnr_timer_us[pkt->ack.nak_arg & 31]),
@@ -381,6 +389,18 @@ static bool sack_bit(const struct soft_pkt_info *pkt, u32 i)
 	return pkt->ack.sack[i / 32] & (0x80000000U >> (i % 32));
 }
 
+/* Whether an ACK claims any PSN at or past @psn_next, never sent. */
+static bool acks_unsent(const struct soft_pkt_info *pkt, u32 psn_next)
+{
+	s32 first = soft_psn_diff(psn_next, pkt->ack.cum_psn) - 1;
+	u32 i;
+
+	for (i = max(first, 0); i < METAROCE_SACK_BITS; i++)
+		if (sack_bit(pkt, i))
+			return true;
+	return false;
+}
+
 void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 {
 	struct metaroce_qp *qp = sqp->qp;
@@ -391,7 +411,8 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 
 	metaroce_count(qp->mdev, RX_ACKS);
 	spin_lock_bh(&req->lock);
-	if (soft_psn_diff(cum, req->psn_next) > 0) {
+	if (soft_psn_diff(cum, req->psn_next) > 0 ||
+	    acks_unsent(pkt, req->psn_next)) {
 		/* Acknowledges PSNs never sent. */
 		metaroce_count(qp->mdev, RX_ACK_INVALID);
 		goto out;
@@ -467,7 +488,10 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	/* A response also means its request arrived. */
 	e->request_acked = true;
 	note_reordering(req, e, req->response_tx_seq - e->tx_seq);
-	advance(&req->response_tx_seq, e->tx_seq);
+	if ((s32)(e->tx_seq - req->response_tx_seq) > 0) {
+		req->response_tx_seq = e->tx_seq;
+		req->response_seen_us = soft_now_us();
+	}
 	deliver(req, e);
 	after_update(sqp, 1, pkt->ce, req->psn_una);
 out:

@@ -216,11 +216,13 @@ void soft_fill_bth(struct metaroce_bth *bth, u8 opcode, u8 flags, u32 dqpn,
  * Encapsulates @skb (skb->data at the BTH) in UDP/IP towards @av and sends
  * it with UDP source port entropy @entropy; @ect marks it ECN capable.
  * @cache remembers the route of a connection's path (NULL: look it up).
+ * @gso_size: non-zero for a batch of packets of that size back to back
+ * (the last may be shorter), sent as one UDP GSO datagram.
  * Consumes the skb. Callable from process and softirq context.
  */
 int soft_xmit(struct metaroce_qp *qp, const struct metaroce_av *av,
 	      struct sk_buff *skb, u16 entropy, struct dst_cache *cache,
-	      bool ect)
+	      bool ect, u32 gso_size)
 {
 	struct metaroce_dev *mdev = qp->mdev;
 	struct net_device *ndev = mdev->ndev;
@@ -230,9 +232,23 @@ int soft_xmit(struct metaroce_qp *qp, const struct metaroce_av *av,
 	__be16 dport = htons(metaroce_udp_port);
 	u8 ecn = ect ? INET_ECN_ECT_0 : INET_ECN_NOT_ECT;
 	u8 tos = (av->traffic_class & ~INET_ECN_MASK) | ecn;
-	unsigned int len = skb->len;
+	unsigned int len = skb->len, segs = 1;
 	struct socket *sock;
 	int err = -EHOSTUNREACH;
+
+	if (gso_size && skb->len > gso_size) {
+		/*
+		 * As a UDP_SEGMENT socket does: the stack (or the NIC) cuts
+		 * the datagram and fills in each segment's UDP checksum.
+		 */
+		segs = DIV_ROUND_UP(skb->len, gso_size);
+		skb_shinfo(skb)->gso_size = gso_size;
+		skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4;
+		skb_shinfo(skb)->gso_segs = segs;
+		skb->ip_summed = CHECKSUM_PARTIAL;
+		skb->csum_start = skb_headroom(skb) - sizeof(struct udphdr);
+		skb->csum_offset = offsetof(struct udphdr, check);
+	}
 
 	/* The dst caches are per CPU: stay on this one. */
 	local_bh_disable();
@@ -267,7 +283,7 @@ int soft_xmit(struct metaroce_qp *qp, const struct metaroce_av *av,
 	}
 	rcu_read_unlock();
 	local_bh_enable();
-	metaroce_count(mdev, TX_PACKETS);
+	metaroce_count_add(mdev, TX_PACKETS, segs);
 	metaroce_count_add(mdev, TX_BYTES, len);
 	return 0;
 

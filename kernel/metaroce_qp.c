@@ -276,9 +276,12 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		return -EOPNOTSUPP;
 
 	mutex_lock(&qp->modify_lock);
-	cur_state = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+	cur_state = qp->state;
 	new_state = (mask & IB_QP_STATE) ? attr->qp_state : cur_state;
 	err = -EINVAL;
+	/* A caller's idea of the current state must be the truth. */
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur_state)
+		goto out;
 	if (!ib_modify_qp_is_ok(cur_state, new_state, ibqp->qp_type, mask))
 		goto out;
 	err = check_attr_values(qp, attr, mask);

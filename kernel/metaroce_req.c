@@ -14,10 +14,11 @@
 /* What to send next, decided under the lock. */
 struct tx_plan {
 	struct soft_swqe *swqe;
-	u32 psn;
+	u32 psn;			/* of the first packet */
 	u32 offset;			/* in the message */
-	u32 len;			/* payload, or READ part bytes */
-	u8 flags;
+	u32 len;			/* payload in all, or READ part bytes */
+	u32 npkts;			/* data packets, consecutive PSNs */
+	u8 flags;			/* of a single packet */
 	u8 path;
 	bool retx;
 };
@@ -95,15 +96,38 @@ void soft_req_reset(struct metaroce_soft_qp *sqp)
 	spin_unlock_bh(&req->lock);
 }
 
+/* SQD: every WQE taken has completed (none is taken in SQD). */
+static bool drained(struct metaroce_soft_qp *sqp)
+{
+	return sqp->qp->sq.own_index == sqp->req.fetch_index;
+}
+
 bool soft_req_drained(struct metaroce_soft_qp *sqp)
 {
 	struct soft_req *req = &sqp->req;
-	bool drained;
+	bool ret;
 
 	spin_lock_bh(&req->lock);
-	drained = sqp->qp->sq.own_index == req->send_index;
+	ret = drained(sqp);
 	spin_unlock_bh(&req->lock);
-	return drained;
+	return ret;
+}
+
+/*
+ * In SQD, once drained: the affiliated event, once per entry to SQD, if
+ * the QP asked for it. Called under the requester lock.
+ */
+void soft_req_notify_drained(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+
+	if (READ_ONCE(qp->state) != IB_QPS_SQD || req->sq_drained_sent ||
+	    !drained(sqp))
+		return;
+	req->sq_drained_sent = true;
+	if (qp->attr.en_sqd_async_notify)
+		metaroce_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
 /* Whether an earlier WQE still in flight is a READ (for IBV_SEND_FENCE). */
@@ -177,6 +201,9 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 	e->retx = retx ? e->retx + 1 : 0;
 	if (retx)
 		req->resent_in_period = true;
+	/* The first packet after a quiet time starts a retry period. */
+	if (!req->inflight && !req->nr_lost)
+		req->progress_ns = ktime_get_ns();
 	e->part_end = part_end;
 	e->request_acked = false;
 	req->inflight++;
@@ -230,6 +257,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
 	plan->swqe = swqe;
 	plan->psn = psn;
 	plan->offset = k * qp->mtu;
+	plan->npkts = 1;
 	plan->path = path;
 	plan->retx = true;
 
@@ -277,11 +305,13 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		return false;
 
 	k = swqe->next_pkt;
-	n = 1;
 	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
 		if (req->reads >= max_t(u32, qp->attr.max_rd_atomic, 1))
 			return false;
 		n = min3(swqe->npkts - k, (u32)SOFT_READ_PART, room);
+	} else {
+		/* Consecutive packets of a message go out as one batch. */
+		n = min3(swqe->npkts - k, (u32)SOFT_TX_BATCH, room);
 	}
 	path = soft_path_pick(req, -1);
 	plan->swqe = swqe;
@@ -289,12 +319,13 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	plan->offset = k * qp->mtu;
 	plan->path = path;
 	plan->retx = false;
+	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
 	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
-		plan->len = min(n * qp->mtu, swqe->length - plan->offset);
+		plan->npkts = 1;
 		plan->flags = METAROCE_F_ACK_REQ;
 		req->reads++;
 	} else {
-		plan->len = min(qp->mtu, swqe->length - plan->offset);
+		plan->npkts = n;
 		plan->flags = data_flags(swqe, k);
 	}
 	for (i = 0; i < n; i++)
@@ -333,21 +364,19 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 	       TX_BLOCKED : TX_IDLE;
 }
 
-static void fill_deth(struct metaroce_deth *deth, const struct tx_plan *plan)
+static void fill_deth(struct metaroce_deth *deth,
+		      const struct soft_swqe *swqe, u32 offset, u8 flags)
 {
-	const struct soft_swqe *swqe = plan->swqe;
-
 	if (swqe->wire_op == METAROCE_OP_WRITE) {
-		deth->addr = cpu_to_be64(swqe->wqe.rdma.remote_addr +
-					 plan->offset);
+		deth->addr = cpu_to_be64(swqe->wqe.rdma.remote_addr + offset);
 		deth->key = cpu_to_be32(swqe->wqe.rdma.rkey);
 	} else {
-		deth->addr = cpu_to_be64(plan->offset);
+		deth->addr = cpu_to_be64(offset);
 		deth->key = 0;
 	}
 	deth->msn = cpu_to_be32(swqe->msn);
 	deth->msg_len = cpu_to_be32(swqe->length);
-	deth->imm = (plan->flags & METAROCE_F_IMM) ? swqe->wqe.imm_data : 0;
+	deth->imm = (flags & METAROCE_F_IMM) ? swqe->wqe.imm_data : 0;
 }
 
 static void fill_rreq(struct metaroce_rreq *rreq, const struct tx_plan *plan)
@@ -400,10 +429,46 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 	if (!skb)
 		return NULL;
 	if (swqe->wire_op != METAROCE_OP_READ_REQ)
-		fill_deth((void *)skb->data + METAROCE_BTH_LEN, plan);
+		fill_deth((void *)skb->data + METAROCE_BTH_LEN, swqe,
+			  plan->offset, plan->flags);
 	soft_fill_bth((void *)skb->data, swqe->wire_op, plan->flags,
 		      qp->attr.dest_qp_num, qp->ibqp.qp_num, plan->psn,
 		      plan->path);
+	return skb;
+}
+
+/*
+ * Several consecutive packets of a message as one UDP GSO datagram: the
+ * packets lie back to back, each with its headers and one MTU of payload
+ * (the last may be shorter), and the stack cuts it into one UDP datagram
+ * per packet. One trip through routing, the qdisc and the driver for the
+ * batch instead of one per packet.
+ */
+static struct sk_buff *build_batch(struct metaroce_qp *qp,
+				   const struct tx_plan *plan)
+{
+	const u32 hdr = METAROCE_BTH_LEN + METAROCE_DETH_LEN;
+	const struct soft_swqe *swqe = plan->swqe;
+	u32 k = plan->offset / qp->mtu, i;
+	struct sk_buff *skb;
+	void *pos;
+
+	skb = soft_alloc_skb(qp, 0, plan->npkts * hdr + plan->len);
+	if (!skb)
+		return NULL;
+	for (i = 0; i < plan->npkts; i++) {
+		u32 offset = plan->offset + i * qp->mtu;
+		u32 len = min(qp->mtu, swqe->length - offset);
+		u8 flags = data_flags(swqe, k + i);
+
+		pos = skb_put(skb, hdr + len);
+		soft_fill_bth(pos, swqe->wire_op, flags, qp->attr.dest_qp_num,
+			      qp->ibqp.qp_num, soft_psn_add(plan->psn, i),
+			      plan->path);
+		fill_deth(pos + METAROCE_BTH_LEN, swqe, offset, flags);
+		soft_copy_from_sges((struct soft_swqe *)swqe, offset,
+				    pos + hdr, len);
+	}
 	return skb;
 }
 
@@ -430,18 +495,21 @@ enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
 		soft_req_arm_timer(req);
 		spin_unlock_bh(&req->lock);
 
-		skb = build_packet(qp, &plan);
+		skb = plan.npkts > 1 ? build_batch(qp, &plan) :
+				       build_packet(qp, &plan);
 		if (skb)
 			soft_xmit(qp, &qp->av, skb,
 				  req->paths[plan.path].entropy,
-				  &req->paths[plan.path].dst, true);
+				  &req->paths[plan.path].dst, true,
+				  plan.npkts > 1 ? METAROCE_BTH_LEN +
+				  METAROCE_DETH_LEN + qp->mtu : 0);
 		else
 			metaroce_count(qp->mdev, TX_DROPPED);
 		if (plan.retx && plan.swqe->wire_op == METAROCE_OP_READ_REQ)
 			metaroce_count(qp->mdev, REREADS);
 		else if (plan.retx)
 			metaroce_count(qp->mdev, RETRANSMITS);
-		(*budget)--;
+		*budget -= plan.npkts;
 	}
 	return TX_MORE;
 }

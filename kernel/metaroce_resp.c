@@ -26,6 +26,7 @@ static void release_reads(struct soft_resp *resp)
 
 		metaroce_mr_put(r->mr);
 		r->mr = NULL;
+		r->done = false;
 	}
 }
 
@@ -247,7 +248,9 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
 		return RX_REFUSED;
 	}
-	if (resp->read_tail - resp->read_head >= SOFT_MAX_READS)
+	/* The requester resends what this responder cannot hold. */
+	if (resp->read_tail - resp->read_head >=
+	    clamp_t(u32, qp->attr.max_dest_rd_atomic, 1, SOFT_MAX_READS))
 		return RX_DROPPED;
 
 	mr = metaroce_mr_get(qp->mdev, pkt->rreq.rkey);
@@ -259,7 +262,14 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 		refuse(sqp, pkt, METAROCE_NAK_REMOTE_ACCESS);
 		return RX_REFUSED;
 	}
-	r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];
+	/*
+	 * A READ whose turn has come (a re-read) goes first, ahead of parts
+	 * still waiting for earlier requests; the others queue in PSN order.
+	 */
+	if (soft_psn_diff(pkt->psn, resp->cum) < 0)
+		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
+	else
+		r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];
 	r->mr = mr;
 	r->va = pkt->rreq.va;
 	r->psn = pkt->psn;
@@ -267,6 +277,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	r->offset = pkt->rreq.offset;
 	r->msn = pkt->rreq.msn;
 	r->sent = 0;
+	r->done = false;
 	return RX_PLACED;
 }
 
@@ -282,17 +293,23 @@ static void mark_received(struct soft_resp *resp, u32 psn, u32 n)
 	}
 }
 
-/* A duplicate READ_REQ is answered again; other duplicates only ACKed. */
+/*
+ * A duplicate READ_REQ is answered again, and the PSNs it covers from cum
+ * on are marked (a re-read may reach past what arrived); other duplicates
+ * are only acknowledged.
+ */
 static void rx_duplicate(struct metaroce_soft_qp *sqp,
 			 struct soft_pkt_info *pkt)
 {
+	struct soft_resp *resp = &sqp->resp;
+	s32 behind = soft_psn_diff(resp->cum, pkt->psn);
 	u32 npkts;
 
 	metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
-	if (pkt->opcode == METAROCE_OP_READ_REQ &&
-	    soft_psn_diff(pkt->psn, sqp->resp.cum) < 0)
-		rx_read_req(sqp, pkt, &npkts);
-	sqp->resp.ack_due = true;
+	if (pkt->opcode == METAROCE_OP_READ_REQ && behind > 0 &&
+	    rx_read_req(sqp, pkt, &npkts) == RX_PLACED && npkts > behind)
+		mark_received(resp, resp->cum, npkts - behind);
+	resp->ack_due = true;
 }
 
 void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
@@ -318,13 +335,14 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	}
 	if (resp->refused && soft_psn_diff(pkt->psn, resp->refuse_psn) > 0)
 		goto unlock;
+	/* Segments that do not fit the path MTU are malformed (section 12). */
 	if (pkt->opcode != METAROCE_OP_READ_REQ &&
 	    !segment_ok(qp, pkt->opcode == METAROCE_OP_SEND ?
 			pkt->deth.addr : 0, pkt->payload_len,
 			pkt->opcode == METAROCE_OP_SEND ?
 			pkt->deth.msg_len : pkt->payload_len)) {
-		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
-		goto refused;
+		metaroce_count(qp->mdev, RX_MALFORMED);
+		goto unlock;
 	}
 
 	switch (pkt->opcode) {
@@ -363,8 +381,12 @@ dropped:
 		nak.nak_psn = pkt->psn;
 	}
 ack:
-	/* A refusal whose turn has come: everything before it arrived. */
-	if (resp->refused && resp->cum == resp->refuse_psn && !nak.syndrome) {
+	/*
+	 * A refusal whose turn has come: everything before it arrived (a
+	 * refused duplicate is behind cum already).
+	 */
+	if (resp->refused && soft_psn_diff(resp->cum, resp->refuse_psn) >= 0 &&
+	    !nak.syndrome) {
 		nak.syndrome = resp->refuse_syndrome;
 		nak.nak_psn = resp->refuse_psn;
 	}
@@ -397,7 +419,30 @@ unlock:
 	spin_unlock_bh(&resp->lock);
 }
 
-/* Sends READ responses of parts whose turn has come. Worker context. */
+/*
+ * Retires the parts at the head that are all sent. A part is marked done
+ * where it is: a re-read may have been put in front of it meanwhile.
+ */
+static void pop_done_reads(struct soft_resp *resp)
+{
+	while (resp->read_head != resp->read_tail) {
+		struct soft_read *r = &resp->reads[resp->read_head %
+						   SOFT_MAX_READS];
+
+		if (!r->done)
+			break;
+		metaroce_mr_put(r->mr);
+		r->mr = NULL;
+		r->done = false;
+		resp->read_head++;
+	}
+}
+
+/*
+ * Sends READ responses of parts whose turn has come. Worker context; the
+ * part at the head is read without the lock while its packet is built:
+ * only this worker moves the head or changes a part once queued.
+ */
 int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 {
 	struct metaroce_qp *qp = sqp->qp;
@@ -415,6 +460,7 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		int path;
 
 		spin_lock_bh(&resp->lock);
+		pop_done_reads(resp);
 		r = &resp->reads[resp->read_head % SOFT_MAX_READS];
 		if (resp->read_head == resp->read_tail ||
 		    soft_psn_diff(resp->cum, r->psn) <= 0) {
@@ -456,7 +502,7 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 			deth->msg_len = cpu_to_be32(r->offset + r->len);
 			deth->imm = 0;
 			soft_xmit(qp, &qp->av, skb, req->paths[path].entropy,
-				  &req->paths[path].dst, true);
+				  &req->paths[path].dst, true, 0);
 		} else {
 			metaroce_count(qp->mdev, TX_DROPPED);
 		}
@@ -464,9 +510,8 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 
 		if (last) {
 			spin_lock_bh(&resp->lock);
-			metaroce_mr_put(r->mr);
-			r->mr = NULL;
-			resp->read_head++;
+			r->done = true;
+			pop_done_reads(resp);
 			spin_unlock_bh(&resp->lock);
 		}
 	}

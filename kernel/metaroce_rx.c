@@ -70,6 +70,8 @@ static bool zero_fields_clear(const struct soft_pkt_info *pkt)
 		if (pkt->deth.msn)
 			return false;
 		break;
+	case METAROCE_OP_WRITE:
+		break;
 	case METAROCE_OP_ACK:
 		if (pkt->ack.syndrome == METAROCE_ACK)
 			return !pkt->ack.nak_psn && !pkt->ack.nak_arg;
@@ -80,7 +82,14 @@ static bool zero_fields_clear(const struct soft_pkt_info *pkt)
 	default:
 		return true;
 	}
+	/* Every data packet: no immediate data without IMM. */
 	return (pkt->flags & METAROCE_F_IMM) || !pkt->deth.imm;
+}
+
+/* IPv4 UDP may omit its checksum; MetaRoCE may not (protocol.md 1). */
+static bool udp_checksum_present(const struct sk_buff *skb)
+{
+	return skb->protocol != htons(ETH_P_IP) || udp_hdr(skb)->check;
 }
 
 static void parse_deth(struct soft_pkt_info *pkt, const struct metaroce_deth *d)
@@ -207,7 +216,7 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 	union ext_hdr ext;
 	int ext_len;
 
-	if (skb->len < off + METAROCE_BTH_LEN ||
+	if (skb->len < off + METAROCE_BTH_LEN || !udp_checksum_present(skb) ||
 	    skb_copy_bits(skb, off, &bth, sizeof(bth)))
 		goto malformed;
 	if ((bth.version >> 4) != METAROCE_VERSION) {

@@ -183,6 +183,12 @@ static int soft_qp_state_changed(struct metaroce_qp *qp, enum ib_qp_state old,
 			soft_req_reset(sqp);
 		soft_schedule_tx(sqp);
 		break;
+	case IB_QPS_SQD:
+		spin_lock_bh(&sqp->req.lock);
+		sqp->req.sq_drained_sent = false;
+		soft_req_notify_drained(sqp);
+		spin_unlock_bh(&sqp->req.lock);
+		break;
 	case IB_QPS_ERR:
 		/* Any context: the worker flushes. */
 		WRITE_ONCE(qp->rq.hdr->doorbell_needed, 1);

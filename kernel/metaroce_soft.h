@@ -44,6 +44,8 @@
 #define SOFT_RX_BUDGET		512	/* fair-share budget, packets */
 /* Packets a transmit run sends before yielding the CPU. */
 #define SOFT_TX_BUDGET		64
+/* Consecutive packets of a message sent as one GSO batch, at most. */
+#define SOFT_TX_BATCH		16
 
 struct metaroce_mr;
 
@@ -132,6 +134,7 @@ struct soft_req {
 	 */
 	u32 acked_tx_seq;
 	u32 response_tx_seq;
+	u32 response_seen_us;		/* when response_tx_seq last moved */
 	/*
 	 * Transmissions after a packet that may arrive before it: grows with
 	 * the reordering seen, decays back to SOFT_REORDER_ALLOWANCE.
@@ -149,7 +152,8 @@ struct soft_req {
 	u8 retries;			/* retry periods without progress */
 	bool resent_in_period;		/* something was resent this period */
 	u8 probes;			/* tail probes since the last delivery */
-	u8 rnr_retries;
+	u8 rnr_retries;			/* RNR NAKs for the current message */
+	bool sq_drained_sent;		/* SQD: the drained event went out */
 	bool rnr_wait;			/* resend nothing until rnr_until_us */
 	u32 rnr_until_us;
 	struct hrtimer timer;		/* loss detection tick, RNR wait */
@@ -185,6 +189,7 @@ struct soft_read {
 	u32 offset;			/* within the READ */
 	u32 msn;
 	u32 sent;			/* bytes sent */
+	bool done;			/* all sent; leaves at the head */
 };
 
 struct soft_resp {
@@ -332,6 +337,7 @@ enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
 void soft_sq_go_idle(struct metaroce_soft_qp *sqp);
 void soft_req_flush(struct metaroce_soft_qp *sqp);
 bool soft_req_drained(struct metaroce_soft_qp *sqp);
+void soft_req_notify_drained(struct metaroce_soft_qp *sqp);
 
 /* metaroce_comp.c: requester receive (ACKs, READ responses), completions */
 void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
@@ -392,7 +398,7 @@ struct sk_buff *soft_alloc_skb(struct metaroce_qp *qp, u32 hdr_len,
 			       u32 linear_payload);
 int soft_xmit(struct metaroce_qp *qp, const struct metaroce_av *av,
 	      struct sk_buff *skb, u16 entropy, struct dst_cache *dst,
-	      bool ect);
+	      bool ect, u32 gso_size);
 void soft_fill_bth(struct metaroce_bth *bth, u8 opcode, u8 flags, u32 dqpn,
 		   u32 sqpn, u32 psn, u16 path);
 

@@ -80,7 +80,7 @@ enum soft_tx_result soft_ud_transmit(struct metaroce_soft_qp *sqp,
 		skb = build_datagram(qp, swqe, psn);
 		if (skb)
 			soft_xmit(qp, &swqe->av, skb, req->paths[0].entropy,
-				  NULL, true);
+				  NULL, true, 0);
 		else
 			metaroce_count(qp->mdev, TX_DROPPED);
 		(*budget)--;

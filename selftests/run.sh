@@ -20,6 +20,9 @@ SUITES=(
 	"kverbs:1:0:selftests/metaroce/kverbs.sh"
 	"perftest-netns:1:0:selftests/metaroce/perftest.sh"
 	"perftest-2vm:2:1:selftests/metaroce/perftest.sh"
+	"verbs:1:0:selftests/metaroce/verbs.sh"
+	"interop:1:0:selftests/metaroce/interop.sh"
+	"compliance:1:0:selftests/metaroce/compliance.sh"
 	"loss:1:0:selftests/metaroce/loss.sh"
 )
 

@@ -68,6 +68,16 @@ int metaroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	bool posted;
 	int err = 0, db_err;
 
+	/*
+	 * Sends are taken in RTS and SQD, and flushed in SQE and ERR; before
+	 * RTS they are an error (the kernel's own post path says the same).
+	 */
+	if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT ||
+	    ibqp->state == IBV_QPS_RTR) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+
 	pthread_spin_lock(&qp->sq.lock);
 	index = ring->index;
 	for (; wr; wr = wr->next) {
