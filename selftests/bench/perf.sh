@@ -1,8 +1,11 @@
 #!/bin/bash
-# MetaRoCE against the kernel's rxe over the same two-VM link, in one run:
-# ib_write_bw (64 KiB) and ib_write_lat (8 B), BENCH_REPS repetitions each,
-# alternating the two devices. VM 0 runs the perftest servers, VM 1 the
-# clients; VM 1 prints the medians and the ratios. Run by scripts/bench.sh.
+# MetaRoCE against the kernel's rxe over the same two-VM link, in one run,
+# alternating the two devices: ib_write_bw (64 KiB) and ib_write_lat (8 B)
+# on the clean link, then ib_write_bw under netem loss on both VMs' links
+# (BENCH_LOSSES) and with reordering. VM 0 runs the perftest servers, VM 1
+# the clients and records one line per run in the shared run directory:
+#   TEST DEVICE CONDITION VALUE
+# scripts/bench.sh turns them into medians, ratios, a table and a plot.
 source "$(dirname "$0")/../metaroce/lib.sh"
 source "$(dirname "$0")/../lib/guest.sh"
 set -e
@@ -10,6 +13,7 @@ set -e
 REPS=${BENCH_REPS:-3}
 DURATION=${BENCH_DURATION:-8}
 LAT_ITERS=${BENCH_LAT_ITERS:-2000}
+LOSSES=${BENCH_LOSSES-0.1 1 5 10}
 DEVS=(rxe0 mr0)
 RESULTS=$VM_SCRATCH/bench-results.txt
 
@@ -22,62 +26,65 @@ rdma link add mr0 type metaroce netdev "$ndev"
 wait_until 10 eval 'gids mr0 | grep -q ffff:0ac8'
 wait_until 10 eval 'gids rxe0 | grep -q ffff:0ac8'
 peer=$(vm_link_ip 0 "$VM_PEER_INDEX")
+run=0
 
-# run_pair RUN TOOL DEV ARGS...: the server here on VM 0, the client on
-# VM 1, which prints the client's output.
+# run_pair TOOL DEV ARGS...: the server on VM 0, the client on VM 1, which
+# prints the client's output. A run that fails prints nothing.
 run_pair() {
-	local run=$1 tool=$2 dev=$3 port=$((18515 + $1))
-	shift 3
+	local tool=$1 dev=$2 port
+	shift 2
+	run=$((run + 1))
+	port=$((18515 + run))
 	if ((VM_INDEX == 0)); then
-		timeout 120 "$tool" -d "$dev" -x 1 -p "$port" "$@" >/dev/null &
+		timeout 90 "$tool" -d "$dev" -x 1 -p "$port" "$@" >/dev/null 2>&1 &
 		local pid=$!
-		busybox sleep 1
+		wait_until 30 eval "ss -Hltn 'sport = :$port' | grep -q LISTEN" || true
 		vm_publish "ready.$run" 1
-		wait "$pid" || echo "server $tool on $dev failed" >&2
+		wait "$pid" || true
 	else
 		vm_wait "ready.$run" >/dev/null
-		timeout 120 "$tool" -d "$dev" -x 1 -p "$port" "$@" "$peer"
+		timeout 90 "$tool" -d "$dev" -x 1 -p "$port" "$@" "$peer" 2>&1 || true
 	fi
+	vm_barrier "run.$run"
 }
 
-run=0
-: >"$RESULTS.$VM_INDEX"
-for rep in $(seq "$REPS"); do
+# record TEST DEV CONDITION VALUE (VM 1 only)
+record() {
+	((VM_INDEX == 1)) || return 0
+	echo "$1 $2 $3 ${4:-0}" | tee -a "$RESULTS"
+}
+
+# measure_bw CONDITION: one ib_write_bw run per device.
+measure_bw() {
+	local dev out
 	for dev in "${DEVS[@]}"; do
-		run=$((run + 1))
-		out=$(run_pair $run ib_write_bw "$dev" -s 65536 -D "$DURATION")
-		if ((VM_INDEX == 1)); then
-			bw=$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$out")
-			echo "write_bw $dev ${bw:-0}" | tee -a "$RESULTS"
-		fi
-		vm_barrier "bw.$run"
-
-		run=$((run + 1))
-		out=$(run_pair $run ib_write_lat "$dev" -s 8 -n "$LAT_ITERS")
-		if ((VM_INDEX == 1)); then
-			lat=$(awk '$1 == 8 && NF >= 5 { print $5 }' <<<"$out")
-			echo "write_lat $dev ${lat:-0}" | tee -a "$RESULTS"
-		fi
-		vm_barrier "lat.$run"
+		out=$(run_pair ib_write_bw "$dev" -s 65536 -D "$DURATION")
+		record write_bw "$dev" "$1" \
+			"$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$out")"
 	done
-done
+}
 
-((VM_INDEX == 1)) || exit 0
-# Medians per (test, device), then MetaRoCE relative to rxe.
-/usr/bin/python3 - "$RESULTS" <<'PY'
-import statistics, sys
-vals = {}
-for line in open(sys.argv[1]):
-    test, dev, v = line.split()
-    vals.setdefault((test, dev), []).append(float(v))
-med = {k: statistics.median(v) for k, v in vals.items()}
-print("\nmedians over %d runs each" % len(next(iter(vals.values()))))
-for (test, dev), m in sorted(med.items()):
-    unit = "MB/s" if test == "write_bw" else "us (typical)"
-    print("  %-10s %-6s %10.2f %s   runs: %s" % (test, dev, m, unit,
-          " ".join("%.2f" % x for x in vals[(test, dev)])))
-bw = med[("write_bw", "mr0")] / max(med[("write_bw", "rxe0")], 1e-9)
-lat = med[("write_lat", "mr0")] / max(med[("write_lat", "rxe0")], 1e-9)
-print("ratio metaroce/rxe: write_bw %.2fx (higher is better), "
-      "write_lat %.2fx (lower is better)" % (bw, lat))
-PY
+# impair ARGS...: netem on this VM's link ("" to clear).
+impair() {
+	tc qdisc del dev "$ndev" root 2>/dev/null || true
+	[[ -z $* ]] || tc qdisc add dev "$ndev" root netem "$@"
+	vm_barrier "impair.$run"
+}
+
+for rep in $(seq "$REPS"); do
+	measure_bw clean
+	for dev in "${DEVS[@]}"; do
+		out=$(run_pair ib_write_lat "$dev" -s 8 -n "$LAT_ITERS")
+		record write_lat "$dev" clean \
+			"$(awk '$1 == 8 && NF >= 5 { print $5 }' <<<"$out")"
+	done
+	for loss in $LOSSES; do
+		impair loss "$loss%"
+		measure_bw "loss$loss"
+	done
+	if [[ -n $LOSSES ]]; then
+		impair delay 1ms reorder 75% 50%
+		measure_bw reorder
+		impair
+	fi
+done

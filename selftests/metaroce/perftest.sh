@@ -85,7 +85,7 @@ pair_once() {
 			out=$(timeout "$TIMEOUT" "$tool" -d mr0 -p "$port" "$@" \
 			      "$SERVER_IP" 2>&1) || rc=$?
 		fi
-		echo "$out" | tail -n 4
+		if ((rc)); then echo "$out" | tail -n 15; else echo "$out" | tail -n 4; fi
 		grep "Can't produce a report" <<<"$out"
 		vm_publish "rc.$port.$VM_INDEX" "$rc"
 		srv_rc=$(vm_wait "rc.$port.$VM_PEER_INDEX")
@@ -100,10 +100,16 @@ pair_once() {
 	out=$(ip netns exec ns1 timeout "$TIMEOUT" "$tool" -d mr1 -p "$port" \
 	      "$@" "$SERVER_IP" 2>&1) || rc=$?
 	wait "$srv" || srv_rc=$?
-	echo "$out" | tail -n 4
 	echo "server exit $srv_rc, client exit $rc"
-	((rc == 0 && srv_rc == 0)) || tail -n 6 /tmp/perftest-server.log
-	((rc == 0 && srv_rc == 0)) && results "$out"
+	if ((rc == 0 && srv_rc == 0)); then
+		echo "$out" | tail -n 4
+		results "$out"
+		return
+	fi
+	echo "$out" | tail -n 15
+	echo "--- server:"
+	tail -n 15 /tmp/perftest-server.log
+	return 1
 }
 
 # Sizes up to 1 MiB keep the all-sizes runs short under emulation.
