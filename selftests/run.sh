@@ -18,6 +18,7 @@ cd "$TOP" || exit 1
 SUITES=(
 	"device:1:0:selftests/metaroce/device.sh"
 	"kverbs:1:0:selftests/metaroce/kverbs.sh"
+	"cm:1:0:selftests/metaroce/cm.sh"
 	"perftest-netns:1:0:selftests/metaroce/perftest.sh"
 	"perftest-2vm:2:1:selftests/metaroce/perftest.sh"
 	"verbs:1:0:selftests/metaroce/verbs.sh"
