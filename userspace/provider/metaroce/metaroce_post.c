@@ -23,29 +23,58 @@
 
 #include "metaroce.h"
 
-/* --- doorbells ------------------------------------------------------------ */
+/* --- work queues: slots, publishing, doorbells ---------------------------- */
 
-/* After publishing send WQEs: ring the doorbell if the kernel asks for it. */
-static int sq_kick(struct metaroce_qp *qp)
+/*
+ * The slot for the WQE at @index of @wq, or NULL if the queue is full.
+ * *room is the free space known so far: the kernel's consumer index is
+ * re-read only when it runs out.
+ */
+static void *wq_next_slot(struct metaroce_wq *wq, uint32_t index,
+			  uint32_t *room)
 {
-	struct ibv_send_wr *bad = NULL;
-
-	if (!metaroce_ring_doorbell_needed(&qp->sq.ring))
-		return 0;
-	return ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad);
+	if (!*room)
+		*room = metaroce_ring_free(&wq->ring, index);
+	if (!*room)
+		return NULL;
+	--*room;
+	return metaroce_ring_slot(&wq->ring, index);
 }
 
 /*
- * After publishing receive WQEs.  The kernel only asks while the QP is in
- * the error state, where new receives must be flushed with completions.
+ * The doorbell.  For the RQ the kernel only asks while the QP is in the
+ * error state, where new receives must be flushed with completions.
  */
-static int rq_kick(struct metaroce_qp *qp)
+static int wq_doorbell(struct metaroce_qp *qp, struct metaroce_wq *wq)
 {
-	struct ibv_recv_wr *bad = NULL;
+	struct ibv_send_wr *bad_send = NULL;
+	struct ibv_recv_wr *bad_recv = NULL;
 
-	if (!metaroce_ring_doorbell_needed(&qp->rq.ring))
+	if (wq == &qp->sq)
+		return ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad_send);
+	return ibv_cmd_post_recv(&qp->vqp.qp, NULL, &bad_recv);
+}
+
+/*
+ * Ends a post on @wq, whose lock the caller holds: publishes the WQEs
+ * before @index (none if it is still the ring's index), unlocks, and rings
+ * the doorbell if the kernel asks for it.  Returns the doorbell's error:
+ * then the kernel did not learn of the new WQEs (in practice: the device
+ * is gone).  They stay published, but nothing says they will run, so the
+ * callers report the whole post as failed.
+ */
+static int wq_commit(struct metaroce_qp *qp, struct metaroce_wq *wq,
+		     uint32_t index)
+{
+	bool posted = index != wq->ring.index;
+
+	if (posted)
+		metaroce_ring_publish(&wq->ring, index);
+	pthread_spin_unlock(&wq->lock);
+
+	if (!posted || !metaroce_ring_doorbell_needed(&wq->ring))
 		return 0;
-	return ibv_cmd_post_recv(&qp->vqp.qp, NULL, &bad);
+	return wq_doorbell(qp, wq);
 }
 
 /* --- ibv_post_send / ibv_post_recv ---------------------------------------- */
@@ -62,11 +91,10 @@ int metaroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr)
 {
 	struct metaroce_qp *qp = to_mqp(ibqp);
-	struct metaroce_ring *ring = &qp->sq.ring;
 	struct ibv_send_wr *first = wr;
 	uint32_t index, room = 0;
-	bool posted;
 	int err = 0, db_err;
+	void *slot;
 
 	/*
 	 * Sends are taken in RTS and SQD, and flushed in SQE and ERR; before
@@ -79,55 +107,36 @@ int metaroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 
 	pthread_spin_lock(&qp->sq.lock);
-	index = ring->index;
+	index = qp->sq.ring.index;
 	for (; wr; wr = wr->next) {
-		/* Re-read the kernel's consumer only when out of known room. */
-		if (!room) {
-			room = metaroce_ring_free(ring, index);
-			if (!room) {
-				err = ENOMEM;
-				break;
-			}
+		slot = wq_next_slot(&qp->sq, index, &room);
+		if (!slot) {
+			err = ENOMEM;
+			break;
 		}
-		err = metaroce_build_send_wqe(metaroce_ring_slot(ring, index),
-					      &qp->sq_caps, wr,
+		err = metaroce_build_send_wqe(slot, &qp->sq_caps, wr,
 					      wr_ah_num(qp, wr));
 		if (err)
 			break;
 		index++;
-		room--;
 	}
-	posted = index != ring->index;
-	if (posted)
-		metaroce_ring_publish(ring, index);
-	pthread_spin_unlock(&qp->sq.lock);
+	db_err = wq_commit(qp, &qp->sq, index);
 
 	if (err)
 		*bad_wr = wr;
-	if (posted) {
-		db_err = sq_kick(qp);
-		/*
-		 * The kernel did not learn of the new WQEs (in practice: the
-		 * device is gone).  They stay published, but nothing says
-		 * they will run, so report the whole call as failed.
-		 */
-		if (db_err && !err) {
-			err = db_err;
-			*bad_wr = first;
-		}
-	}
-	return err;
+	else if (db_err)
+		*bad_wr = first;
+	return err ? err : db_err;
 }
 
 int metaroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr)
 {
 	struct metaroce_qp *qp = to_mqp(ibqp);
-	struct metaroce_ring *ring = &qp->rq.ring;
 	struct ibv_recv_wr *first = wr;
 	uint32_t index, room = 0;
-	bool posted;
 	int err = 0, db_err;
+	void *slot;
 
 	/* C10-97.2.1: no receives while the QP is in RESET. */
 	if (ibqp->state == IBV_QPS_RESET) {
@@ -136,37 +145,25 @@ int metaroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 
 	pthread_spin_lock(&qp->rq.lock);
-	index = ring->index;
+	index = qp->rq.ring.index;
 	for (; wr; wr = wr->next) {
-		if (!room) {
-			room = metaroce_ring_free(ring, index);
-			if (!room) {
-				err = ENOMEM;
-				break;
-			}
+		slot = wq_next_slot(&qp->rq, index, &room);
+		if (!slot) {
+			err = ENOMEM;
+			break;
 		}
-		err = metaroce_build_recv_wqe(metaroce_ring_slot(ring, index),
-					      qp->rq.max_sge, wr);
+		err = metaroce_build_recv_wqe(slot, qp->rq.max_sge, wr);
 		if (err)
 			break;
 		index++;
-		room--;
 	}
-	posted = index != ring->index;
-	if (posted)
-		metaroce_ring_publish(ring, index);
-	pthread_spin_unlock(&qp->rq.lock);
+	db_err = wq_commit(qp, &qp->rq, index);
 
 	if (err)
 		*bad_wr = wr;
-	if (posted) {
-		db_err = rq_kick(qp);
-		if (db_err && !err) {
-			err = db_err;
-			*bad_wr = first;
-		}
-	}
-	return err;
+	else if (db_err)
+		*bad_wr = first;
+	return err ? err : db_err;
 }
 
 /* --- the ibv_qp_ex work-request API --------------------------------------- */
@@ -346,20 +343,13 @@ static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
 static int wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct metaroce_qp *qp = qpx_to_mqp(qpx);
-	int err = qp->wr_err;
-	bool posted = false;
+	int err = qp->wr_err, db_err;
 
-	/* On error nothing is published: the slots are simply reused. */
-	if (!err && qp->wr_index != qp->sq.ring.index) {
-		metaroce_ring_publish(&qp->sq.ring, qp->wr_index);
-		posted = true;
-	}
 	qp->wr_cur = NULL;
-	pthread_spin_unlock(&qp->sq.lock);
-
-	if (posted)
-		err = sq_kick(qp);
-	return err;
+	/* On error nothing is published: the slots are simply reused. */
+	db_err = wq_commit(qp, &qp->sq,
+			   err ? qp->sq.ring.index : qp->wr_index);
+	return err ? err : db_err;
 }
 
 static void wr_abort(struct ibv_qp_ex *qpx)
