@@ -180,7 +180,9 @@ class Xfer {
         credit_buf_.resize(64);
         mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(),
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-        credit_mr_ = ibv_reg_mr(pd_, credit_buf_.data(), credit_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+        // (an int: the ibv_reg_mr macro mixes enums, which C++20 frowns upon)
+        const int local_write = IBV_ACCESS_LOCAL_WRITE;
+        credit_mr_ = ibv_reg_mr(pd_, credit_buf_.data(), credit_buf_.size(), local_write);
         if (!pd_ || !cq_ || !mr_ || !credit_mr_) die("resources");
         ibv_qp_init_attr init{};
         init.send_cq = cq_;
@@ -362,22 +364,21 @@ class Xfer {
                     " (wr_id " + std::to_string(wc.wr_id) + ")");
     }
 
-    void post_recv(uint32_t s) {
-        ibv_sge sge{reinterpret_cast<uintptr_t>(slot(s)), o_.size, mr_->lkey};
+    void post_one_recv(uint64_t wr_id, ibv_sge sge, const char* what) {
         ibv_recv_wr wr{}, *bad;
-        wr.wr_id = s;
+        wr.wr_id = wr_id;
         wr.sg_list = &sge;
         wr.num_sge = 1;
-        check(ibv_post_recv(qp_, &wr, &bad), "post_recv");
+        check(ibv_post_recv(qp_, &wr, &bad), what);
+    }
+
+    void post_recv(uint32_t s) {
+        post_one_recv(s, {reinterpret_cast<uintptr_t>(slot(s)), o_.size, mr_->lkey}, "post_recv");
     }
 
     void post_credit_recv(uint32_t k) {
-        ibv_sge sge{reinterpret_cast<uintptr_t>(credit_buf_.data()), 0, credit_mr_->lkey};
-        ibv_recv_wr wr{}, *bad;
-        wr.wr_id = k;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        check(ibv_post_recv(qp_, &wr, &bad), "post_recv (credit)");
+        post_one_recv(k, {reinterpret_cast<uintptr_t>(credit_buf_.data()), 0, credit_mr_->lkey},
+                      "post_recv (credit)");
     }
 
     void post_credit(uint32_t i) {
