@@ -78,24 +78,43 @@ static struct page *mr_page(const struct metaroce_mr *mr, u64 addr,
 	return mr->pages[pos >> PAGE_SHIFT];
 }
 
+/* Walks [addr, addr + len) of an MR one page-sized piece at a time. */
+struct mr_cursor {
+	const struct metaroce_mr *mr;
+	u64 addr;
+	u32 left;
+};
+
+static bool mr_next_piece(struct mr_cursor *c, struct page **page,
+			  unsigned int *offset, u32 *chunk)
+{
+	if (!c->left)
+		return false;
+	*page = mr_page(c->mr, c->addr, offset);
+	*chunk = min_t(u32, c->left, PAGE_SIZE - *offset);
+	c->addr += *chunk;
+	c->left -= *chunk;
+	return true;
+}
+
 /* Copies @len bytes at @skb_offset of @skb to @addr in @mr (checked). */
 int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 			      const struct sk_buff *skb, int skb_offset,
 			      u32 len)
 {
-	while (len) {
-		unsigned int offset;
-		struct page *page = mr_page(mr, addr, &offset);
-		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+	struct mr_cursor c = { mr, addr, len };
+	unsigned int offset;
+	struct page *page;
+	u32 chunk;
+
+	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		void *dst = kmap_local_page(page);
 		int err = skb_copy_bits(skb, skb_offset, dst + offset, chunk);
 
 		kunmap_local(dst);
 		if (err)
 			return err;
-		addr += chunk;
 		skb_offset += chunk;
-		len -= chunk;
 	}
 	return 0;
 }
@@ -104,17 +123,14 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
 			       const void *buf, u32 len)
 {
-	while (len) {
-		unsigned int offset;
-		struct page *page = mr_page(mr, addr, &offset);
-		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
-		void *dst = kmap_local_page(page);
+	struct mr_cursor c = { mr, addr, len };
+	unsigned int offset;
+	struct page *page;
+	u32 chunk;
 
-		memcpy(dst + offset, buf, chunk);
-		kunmap_local(dst);
-		addr += chunk;
+	while (mr_next_piece(&c, &page, &offset, &chunk)) {
+		memcpy_to_page(page, offset, buf, chunk);
 		buf += chunk;
-		len -= chunk;
 	}
 }
 
@@ -122,17 +138,14 @@ void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
 void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 			     void *buf, u32 len)
 {
-	while (len) {
-		unsigned int offset;
-		struct page *page = mr_page(mr, addr, &offset);
-		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
-		void *src = kmap_local_page(page);
+	struct mr_cursor c = { mr, addr, len };
+	unsigned int offset;
+	struct page *page;
+	u32 chunk;
 
-		memcpy(buf, src + offset, chunk);
-		kunmap_local(src);
-		addr += chunk;
+	while (mr_next_piece(&c, &page, &offset, &chunk)) {
+		memcpy_from_page(buf, page, offset, chunk);
 		buf += chunk;
-		len -= chunk;
 	}
 }
 
@@ -143,10 +156,12 @@ void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
 {
-	while (len) {
-		unsigned int offset;
-		struct page *page = mr_page(mr, addr, &offset);
-		u32 chunk = min_t(u32, len, PAGE_SIZE - offset);
+	struct mr_cursor c = { mr, addr, len };
+	unsigned int offset;
+	struct page *page;
+	u32 chunk;
+
+	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		int nr = skb_shinfo(skb)->nr_frags;
 
 		if (nr >= MAX_SKB_FRAGS)
@@ -156,8 +171,6 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 		skb->len += chunk;
 		skb->data_len += chunk;
 		skb->truesize += chunk;
-		addr += chunk;
-		len -= chunk;
 	}
 	return 0;
 }
