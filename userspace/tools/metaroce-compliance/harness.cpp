@@ -19,6 +19,13 @@ std::uint32_t now_us32() {
                                           .count());
 }
 
+// Milliseconds until `deadline`, negative once it has passed.
+long long ms_until(std::chrono::steady_clock::time_point deadline) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now())
+        .count();
+}
+
 // Where probes write: the last 4 KiB of mr, which no case uses otherwise.
 constexpr std::uint64_t kProbeOffset = Conn::kMrSize - 4096;
 
@@ -313,9 +320,7 @@ std::optional<Seen> Conn::receive(int timeout_ms) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(env_.ms(timeout_ms));
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              deadline - std::chrono::steady_clock::now())
-                              .count();
+        const long long left = ms_until(deadline);
         if (left < 0) return std::nullopt;
         std::optional<tools::Received> r = env_.udp().recv(static_cast<int>(left));
         if (!r) return std::nullopt;
@@ -342,9 +347,7 @@ std::vector<Seen> Conn::receive_until(const std::function<bool(const Packet&)>& 
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(env_.ms(timeout_ms));
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              deadline - std::chrono::steady_clock::now())
-                              .count();
+        const long long left = ms_until(deadline);
         if (left < 0) return out;
         // receive() scales its timeout: hand it the unscaled remainder.
         std::optional<Seen> s =
@@ -480,9 +483,7 @@ std::map<Psn, Seen> Conn::collect_requests(std::size_t count, int timeout_ms) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(env_.ms(timeout_ms));
     while (out.size() < count) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              deadline - std::chrono::steady_clock::now())
-                              .count();
+        const long long left = ms_until(deadline);
         std::optional<Seen> s;
         if (left > 0) s = receive(static_cast<int>(left / env_.options().time_scale));
         expect(s.has_value(),

@@ -20,10 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "harness.h"
 
 namespace metaroce::compliance {
 namespace {
+
+using tools::usage;
 
 std::vector<Case> all_cases() {
     std::vector<Case> out;
@@ -33,19 +36,15 @@ std::vector<Case> all_cases() {
     return out;
 }
 
-[[noreturn]] void usage(const char* error = nullptr) {
-    if (error != nullptr) std::fprintf(stderr, "metaroce-compliance: %s\n", error);
-    std::fprintf(stderr,
-                 "usage: metaroce-compliance --list | --describe\n"
-                 "       metaroce-compliance -d DEV --local IP [--netns NS] [--dut-ip IP]\n"
-                 "                           [--alt-ip IP] [--port 4793] [--mtu 1024]\n"
-                 "                           [--gid-index N] [--time-scale X] [-v] [CASE...]\n");
-    std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: metaroce-compliance --list | --describe\n"
+    "       metaroce-compliance -d DEV --local IP [--netns NS] [--dut-ip IP]\n"
+    "                           [--alt-ip IP] [--port 4793] [--mtu 1024]\n"
+    "                           [--gid-index N] [--time-scale X] [-v] [CASE...]\n";
 
 IpAddress address(const char* text, const char* what) {
     const auto a = IpAddress::parse(text);
-    if (!a) usage((std::string("bad ") + what).c_str());
+    if (!a) usage(std::string("bad ") + what);
     return *a;
 }
 
@@ -130,7 +129,7 @@ int run(int argc, char** argv) {
         for (const Case& k : cases) {
             if (argv[i] == std::string(k.name)) found = &k;
         }
-        if (found == nullptr) usage((std::string("no case named ") + argv[i]).c_str());
+        if (found == nullptr) usage(std::string("no case named ") + argv[i]);
         selected.push_back(found);
     }
     if (selected.empty()) {
@@ -152,13 +151,7 @@ int run(int argc, char** argv) {
     }
     o.dut_ip = *dut_ip;
 
-    std::unique_ptr<Env> env;
-    try {
-        env = std::make_unique<Env>(o);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "metaroce-compliance: %s\n", e.what());
-        return 2;
-    }
+    const auto env = std::make_unique<Env>(o);
     std::printf("TAP version 13\n1..%zu\n", selected.size());
     std::printf("# DUT %s at %s (GID %d), harness at %s:%u, MTU %u\n", o.device.c_str(),
                 o.dut_ip.str().c_str(), env->gid_index(), o.local_ip.str().c_str(), o.port, o.mtu);
@@ -202,4 +195,7 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace metaroce::compliance
 
-int main(int argc, char** argv) { return metaroce::compliance::run(argc, argv); }
+int main(int argc, char** argv) {
+    return metaroce::tools::run_tool("metaroce-compliance", metaroce::compliance::kUsage,
+                                     [&] { return metaroce::compliance::run(argc, argv); });
+}

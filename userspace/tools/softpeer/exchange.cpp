@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "cli.h"
+
 namespace metaroce::tools {
 namespace {
 
@@ -62,12 +64,6 @@ void resolve(const std::string& host, const std::string& port, bool passive, Add
     const int rc =
         getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &out.list);
     if (rc != 0) throw std::runtime_error("cannot resolve " + host + ":" + port);
-}
-
-int remaining_ms(Clock::time_point deadline) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(left);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace metaroce::tools {
 
@@ -30,6 +31,17 @@ inline constexpr std::uint64_t kWriteSeed = 0x57524954;  // "WRIT"
 inline constexpr std::uint64_t kReadSeed = 0x52454144;   // "READ"
 inline constexpr std::uint64_t kSendSeed = 0x53454e44;   // "SEND"
 inline constexpr std::uint32_t kImm = 0x4d524345;        // "MRCE"
+
+// One work request of the initiator. Its bytes (a WRITE's or SEND's data, or what a READ must
+// return) are [offset, offset + len) of the pattern stream `seed`.
+struct Step {
+    enum class Kind { Write, WriteWithImm, Read, Send };
+    Kind kind = Kind::Write;
+    std::uint64_t remote = 0;  // WRITE, READ: the offset in the target's buffer
+    std::uint32_t len = 0;
+    std::uint64_t seed = 0;
+    std::uint64_t offset = 0;
+};
 
 struct Workload {
     std::uint32_t size = 65536;
@@ -49,6 +61,8 @@ struct Workload {
     std::uint32_t receives() const {
         return ((ops & op::kWrite) ? 1 : 0) + ((ops & op::kSend) ? count : 0);
     }
+    // The initiator's work requests in posting order (wr_id: the index), as described above.
+    std::vector<Step> steps() const;
 };
 
 std::optional<unsigned> parse_ops(const std::string& text);
