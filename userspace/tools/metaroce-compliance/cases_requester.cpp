@@ -170,26 +170,49 @@ void requester_packet_format(Env& env) {
            "the READ's data was not placed");
 }
 
-void requester_selective_retransmit(Env& env) {
+// One try of requester_selective_retransmit; false when the harness answered too late for the
+// check to be strict (the DUT's retransmission timer may have fired before the SACK arrived).
+bool selective_retransmit_once(Env& env, bool last_try) {
+    // The DUT's first RTO (no RTT sample yet) is 20 ms; answer well inside it.
+    constexpr double kPromptMs = 10.0;
     Conn c(env);
     const Psn s = c.sq_psn();
     post(c, IBV_WR_RDMA_WRITE, 1, 0, 12 * c.mtu());
-    c.collect_requests(12);
+    const auto reqs = c.collect_requests(12);
     // Everything but s + 2 arrived (s, s + 1 cumulatively, s + 3 .. s + 11 selectively).
     std::set<Psn> sacked;
     for (unsigned k = 3; k < 12; ++k) sacked.insert(psn_add(s, k));
     c.send(c.ack(psn_add(s, 2), sacked));
+    const double answered = ms_between(reqs.at(s).at, Clock::now());
+    const bool prompt = answered < kPromptMs;
+    if (!prompt && !last_try) {
+        note("the SACK left %.1f ms after the first packet: trying again", answered);
+        return false;
+    }
     // A tail-loss probe of the newest PSN may have crossed our SACK; nothing else may be resent.
-    std::set<Psn> forbidden = sacked;
-    forbidden.erase(psn_add(s, 11));
-    forbidden.insert(s);
-    forbidden.insert(psn_next(s));
+    std::set<Psn> forbidden;
+    if (prompt) {
+        forbidden = sacked;
+        forbidden.erase(psn_add(s, 11));
+        forbidden.insert(s);
+        forbidden.insert(psn_next(s));
+    } else {
+        note("the SACK left %.1f ms after the first packet: only the resend is checked", answered);
+    }
     expect_resend(c, psn_add(s, 2), forbidden);
     c.send(c.ack(psn_add(s, 12)));
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
     for (const Seen& x : c.collect(200)) {
         expect(x.packet.bth.opcode == Opcode::Ack,
                "resent after everything was acknowledged: " + describe(x.packet));
+    }
+    return true;
+}
+
+void requester_selective_retransmit(Env& env) {
+    constexpr int kTries = 3;
+    for (int t = 1; t <= kTries; ++t) {
+        if (selective_retransmit_once(env, t == kTries)) return;
     }
 }
 
