@@ -42,6 +42,19 @@ void soft_post_send_cqe(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 	metaroce_cq_post(qp->scq, &cqe, false);
 }
 
+/*
+ * Frees the SQ's oldest slot, then posts its completion (if @cqe): an
+ * application that posts again as soon as it polls a completion must find
+ * the room that completion stands for (perftest keeps its SQ full).
+ */
+void soft_sq_retire(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
+		    u8 status, u32 len, bool cqe)
+{
+	metaroce_queue_consume(&qp->sq, 1);
+	if (cqe)
+		soft_post_send_cqe(qp, wr_id, wr_opcode, status, len);
+}
+
 /* The loss-detection tick: half a round trip, within [250 us, 5 ms]. */
 static ktime_t tick(const struct soft_req *req)
 {
@@ -222,9 +235,8 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 		if (swqe->status != IB_WC_SUCCESS) {
 			/* In error before anyone sees the error completion. */
 			soft_qp_fail(qp);
-			soft_post_send_cqe(qp, swqe->wqe.wr_id,
-					   swqe->wqe.opcode, swqe->status, 0);
-			metaroce_queue_consume(&qp->sq, 1);
+			soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+				       swqe->status, 0, true);
 			if ((s32)(req->send_index - qp->sq.own_index) < 0)
 				req->send_index = qp->sq.own_index;
 			return;
@@ -232,13 +244,11 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 		if (!swqe->npkts || swqe->next_pkt < swqe->npkts ||
 		    swqe->delivered < swqe->npkts)
 			break;
-		if (swqe->wqe.flags & METAROCE_WQE_SIGNALED)
-			soft_post_send_cqe(qp, swqe->wqe.wr_id,
-					   swqe->wqe.opcode, IB_WC_SUCCESS,
-					   swqe->length);
 		/* RNR retries are counted per message. */
 		req->rnr_retries = 0;
-		metaroce_queue_consume(&qp->sq, 1);
+		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+			       IB_WC_SUCCESS, swqe->length,
+			       swqe->wqe.flags & METAROCE_WQE_SIGNALED);
 	}
 	soft_req_notify_drained(sqp);
 }

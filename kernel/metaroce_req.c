@@ -528,22 +528,22 @@ void soft_req_flush(struct metaroce_soft_qp *sqp)
 
 	spin_lock_bh(&req->lock);
 	hrtimer_try_to_cancel(&req->timer);
-	for (; qp->sq.own_index != req->fetch_index;
-	     metaroce_queue_consume(&qp->sq, 1)) {
+	while (qp->sq.own_index != req->fetch_index) {
 		struct soft_swqe *swqe = &req->swqes[sq_slot(qp,
 						qp->sq.own_index)];
 
-		soft_post_send_cqe(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
-				   swqe->status ?: IB_WC_WR_FLUSH_ERR, 0);
 		soft_release_swqe(swqe);
+		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+			       swqe->status ?: IB_WC_WR_FLUSH_ERR, 0, true);
 	}
 	/* What was posted after the failure never got looked at. */
 	avail = metaroce_queue_available(&qp->sq);
 	while (avail--) {
 		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
-		soft_post_send_cqe(qp, READ_ONCE(wqe->wr_id),
-				   READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0);
-		metaroce_queue_consume(&qp->sq, 1);
+		/* Read before the slot is handed back. */
+		soft_sq_retire(qp, READ_ONCE(wqe->wr_id),
+			       READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0,
+			       true);
 	}
 	req->fetch_index = qp->sq.own_index;
 	req->send_index = qp->sq.own_index;

@@ -75,8 +75,12 @@ static struct soft_rwqe *rwqe_for_msn(struct metaroce_soft_qp *sqp, u32 msn)
 	return rwqe;
 }
 
-static void post_recv_cqe(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
-			  u8 status)
+/*
+ * Completes the RQ's oldest WQE, @rwqe, with @status: releases it and
+ * frees its slot before the completion can be polled (see soft_sq_retire).
+ */
+static void retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
+			u8 status)
 {
 	struct metaroce_cqe cqe = {
 		.wr_id = rwqe->wqe.wr_id,
@@ -91,7 +95,11 @@ static void post_recv_cqe(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
 		.flags = rwqe->with_imm ? METAROCE_CQE_WITH_IMM : 0,
 	};
 
-	metaroce_cq_post(qp->rcq, &cqe, rwqe->solicited);
+	bool solicited = rwqe->solicited;
+
+	soft_release_rwqe(rwqe);
+	metaroce_queue_consume(&qp->rq, 1);
+	metaroce_cq_post(qp->rcq, &cqe, solicited);
 }
 
 /* Completes, in message order, every message whose PSNs have all arrived. */
@@ -108,9 +116,7 @@ static bool complete_messages(struct metaroce_soft_qp *sqp)
 		if (!rwqe->taken || !rwqe->seen ||
 		    soft_psn_diff(resp->cum, rwqe->last_psn) <= 0)
 			break;
-		post_recv_cqe(qp, rwqe, rwqe->status);
-		soft_release_rwqe(rwqe);
-		metaroce_queue_consume(&qp->rq, 1);
+		retire_recv(qp, rwqe, rwqe->status);
 		resp->msn_done++;
 		any = true;
 	}
@@ -537,9 +543,7 @@ void soft_resp_flush(struct metaroce_soft_qp *sqp)
 			status = rwqe->status;
 		if (!rwqe->taken)
 			soft_take_recv_wqe(sqp, qp->rq.own_index);
-		post_recv_cqe(qp, rwqe, status);
-		soft_release_rwqe(rwqe);
-		metaroce_queue_consume(&qp->rq, 1);
+		retire_recv(qp, rwqe, status);
 	}
 	spin_unlock_bh(&resp->lock);
 }

@@ -344,6 +344,8 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
 void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 			    struct soft_pkt_info *pkt);
 void soft_comp_complete(struct metaroce_soft_qp *sqp);
+void soft_sq_retire(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
+		    u8 status, u32 len, bool cqe);
 void soft_post_send_cqe(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 			u8 status, u32 len);
 enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer);

@@ -86,12 +86,10 @@ enum soft_tx_result soft_ud_transmit(struct metaroce_soft_qp *sqp,
 		(*budget)--;
 
 		spin_lock_bh(&req->lock);
-		if (swqe->wqe.flags & METAROCE_WQE_SIGNALED)
-			soft_post_send_cqe(qp, swqe->wqe.wr_id,
-					   swqe->wqe.opcode, IB_WC_SUCCESS,
-					   swqe->length);
 		soft_release_swqe(swqe);
-		metaroce_queue_consume(&qp->sq, 1);
+		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+			       IB_WC_SUCCESS, swqe->length,
+			       swqe->wqe.flags & METAROCE_WQE_SIGNALED);
 		spin_unlock_bh(&req->lock);
 	}
 	return TX_MORE;

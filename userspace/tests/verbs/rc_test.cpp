@@ -507,6 +507,48 @@ TEST_P(Rc, FullSizeQueue)
 	}
 }
 
+// A polled completion stands for a free slot: an application that posts
+// again at once (perftest keeps its queues full) never finds them full.
+TEST_P(Rc, PolledCompletionMeansRoomToPostAgain)
+{
+	constexpr uint32_t kMessages = 2000, kLen = 64;
+	Qp qa(A(), {.send_wr = 8, .recv_wr = 8}), qb(Peer(), {.send_wr = 8, .recv_wr = 8});
+	connect(qa, qb);
+	const uint32_t sq = qa.cap.max_send_wr, rq = qb.cap.max_recv_wr;
+	Buf src(A().pd, kLen), dst(Peer().pd, size_t{kLen} * rq);
+	fill(src.p, kLen, 1010);
+	for (uint32_t i = 0; i < rq; i++)
+		ASSERT_EQ(post_recv(qb.qp, {dst.sge(i * kLen, kLen)}, i), 0);
+	uint32_t posted = 0, sent = 0, received = 0;
+	for (; posted < sq; posted++)
+		ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, kLen, posted)), 0);
+
+	const auto deadline = std::chrono::steady_clock::now() + limit(Ms(120000));
+	while (sent < kMessages || received < kMessages) {
+		ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+			<< sent << " sent, " << received << " received";
+		ibv_wc wc{};
+		if (ibv_poll_cq(qb.rcq, 1, &wc) == 1) {
+			ASSERT_WC(wc, received % rq, IBV_WC_SUCCESS, IBV_WC_RECV);
+			uint8_t *slot = dst.p + wc.wr_id * kLen;
+			ASSERT_EQ(memcmp(slot, src.p, kLen), 0) << "message " << received;
+			memset(slot, 0, kLen);
+			received++;
+			ASSERT_EQ(post_recv(qb.qp, {dst.sge(wc.wr_id * kLen, kLen)}, wc.wr_id), 0)
+				<< "post_recv right after receive " << received << " completed";
+		}
+		if (ibv_poll_cq(qa.scq, 1, &wc) == 1) {
+			ASSERT_WC(wc, sent, IBV_WC_SUCCESS, IBV_WC_SEND);
+			sent++;
+			if (posted < kMessages) {
+				ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, kLen, posted)), 0)
+					<< "post_send right after send " << sent << " completed";
+				posted++;
+			}
+		}
+	}
+}
+
 TEST_P(Rc, PsnWrap)
 {
 	ConnOpts o{.psn_a = 0xfffff0, .psn_b = 0xffffff};
