@@ -497,10 +497,17 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	}
 	/* A response also means its request arrived. */
 	e->request_acked = true;
-	note_reordering(req, e, req->response_tx_seq - e->tx_seq);
-	if ((s32)(e->tx_seq - req->response_tx_seq) > 0) {
-		req->response_tx_seq = e->tx_seq;
-		req->response_seen_us = soft_now_us();
+	/*
+	 * Responses come in request order, except that the responder answers
+	 * a re-read (RETX) ahead of the parts it has queued: only a response
+	 * to a part's first request shows that earlier ones are missing.
+	 */
+	if (!e->retx && !(pkt->flags & METAROCE_F_RETX)) {
+		note_reordering(req, e, req->response_tx_seq - e->tx_seq);
+		if ((s32)(e->tx_seq - req->response_tx_seq) > 0) {
+			req->response_tx_seq = e->tx_seq;
+			req->response_seen_us = soft_now_us();
+		}
 	}
 	deliver(req, e);
 	after_update(sqp, 1, pkt->ce, req->psn_una);

@@ -252,6 +252,13 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
 		return false;
 
 	swqe = &req->swqes[e->swqe];
+	/*
+	 * A re-read takes a read credit like any part: the responder drops
+	 * what it cannot hold, and that would be a loss of our own making.
+	 */
+	if (swqe->wire_op == METAROCE_OP_READ_REQ &&
+	    req->reads >= max_t(u32, qp->attr.max_rd_atomic, 1))
+		return false;
 	k = soft_psn_diff(psn, swqe->first_psn);
 	path = soft_path_pick(req, e->path);
 	plan->swqe = swqe;

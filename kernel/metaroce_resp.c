@@ -283,6 +283,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	r->offset = pkt->rreq.offset;
 	r->msn = pkt->rreq.msn;
 	r->sent = 0;
+	r->retx = pkt->flags & METAROCE_F_RETX;
 	r->done = false;
 	return RX_PLACED;
 }
@@ -481,7 +482,8 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		spin_unlock_bh(&resp->lock);
 
 		flags = (off ? 0 : METAROCE_F_FIRST) |
-			(last ? METAROCE_F_LAST : 0);
+			(last ? METAROCE_F_LAST : 0) |
+			(r->retx ? METAROCE_F_RETX : 0);
 		spin_lock_bh(&req->lock);
 		path = soft_path_pick(req, -1);
 		spin_unlock_bh(&req->lock);

@@ -189,6 +189,7 @@ struct soft_read {
 	u32 offset;			/* within the READ */
 	u32 msn;
 	u32 sent;			/* bytes sent */
+	bool retx;			/* a re-read: responses carry RETX */
 	bool done;			/* all sent; leaves at the head */
 };
 

@@ -194,7 +194,7 @@ void psn_wrap(Env& env) {
 
 void expect_read_responses(Conn& c, const std::vector<Seen>& seen, Psn first, std::uint32_t n,
                            std::uint64_t mr_offset, std::uint32_t offset, std::uint32_t len,
-                           std::uint32_t msn) {
+                           std::uint32_t msn, bool retx = false) {
     std::map<Psn, Packet> by_psn;
     for (const Seen& s : seen) {
         if (s.packet.bth.opcode != Opcode::ReadResponse) continue;
@@ -213,6 +213,10 @@ void expect_read_responses(Conn& c, const std::vector<Seen>& seen, Psn first, st
         const std::uint32_t size = std::min(mtu, len - begin);
         expect(p.bth.has(flag::kFirst) == (k == 0) && p.bth.has(flag::kLast) == (k + 1 == n),
                "FIRST/LAST do not delimit the part: " + describe(p));
+        expect(p.bth.has(flag::kRetx) == retx,
+               std::string(retx ? "an answer to a re-read without RETX: "
+                                : "RETX on an answer to a first request: ") +
+                   describe(p));
         expect(d.addr == offset + begin, "wrong DETH address (offset in the READ): " + describe(p));
         expect(d.msn == msn, "wrong MSN: " + describe(p));
         expect(d.msg_len == offset + len,
@@ -299,7 +303,7 @@ void read_duplicate_reexecuted(Env& env) {
     // The same request again (a lost ACK): executed again, and ACKed at once.
     c.send(with_flags(req, flag::kRetx));
     seen = c.collect(300);
-    expect_read_responses(c, seen, r, 2, 0x5000, 0, 1500, 0);
+    expect_read_responses(c, seen, r, 2, 0x5000, 0, 1500, 0, true);
     bool acked = false;
     for (const Seen& s : seen) acked |= s.packet.bth.opcode == Opcode::Ack;
     expect(acked, "a duplicate READ_REQ was not acknowledged");
@@ -322,7 +326,8 @@ void reread_range(Env& env) {
     c.send(c.read_request(psn_add(r, 2), c.mr().addr() + 0x8000 + 2 * mtu, c.mr().rkey(),
                           len - 2 * mtu, 2 * mtu, 0, flag::kAckReq | flag::kRetx));
     const auto seen = c.collect(300);
-    expect_read_responses(c, seen, psn_add(r, 2), 2, 0x8000 + 2 * mtu, 2 * mtu, len - 2 * mtu, 0);
+    expect_read_responses(c, seen, psn_add(r, 2), 2, 0x8000 + 2 * mtu, 2 * mtu, len - 2 * mtu, 0,
+                          true);
 }
 
 void reread_marks_new_psns(Env& env) {
@@ -342,7 +347,7 @@ void reread_marks_new_psns(Env& env) {
     c.send(c.read_request(psn_next(r), c.mr().addr() + 0x8000 + mtu, c.mr().rkey(), 3 * mtu, mtu, 0,
                           flag::kAckReq | flag::kRetx));
     const auto seen = c.collect(300);
-    expect_read_responses(c, seen, psn_next(r), 3, 0x8000 + mtu, mtu, 3 * mtu, 0);
+    expect_read_responses(c, seen, psn_next(r), 3, 0x8000 + mtu, mtu, 3 * mtu, 0, true);
     // Accepting it marks every PSN it asks for (section 5), else the PSNs of the lost part
     // stay missing although their responses went out, and every later PSN waits behind them.
     Psn cum = r;
@@ -645,7 +650,8 @@ std::vector<Case> responder_cases() {
         {"read_duplicate_reexecuted",
          "a duplicate READ_REQ is executed again and ACKed (rx_duplicate)",
          read_duplicate_reexecuted},
-        {"reread_range", "a re-read (RETX) is answered with exactly its range and original PSNs",
+        {"reread_range",
+         "a re-read (RETX) is answered with exactly its range and original PSNs, each with RETX",
          reread_range},
         {"reread_marks_new_psns",
          "a re-read that starts behind cum_psn and covers PSNs never received marks them all",
