@@ -38,12 +38,13 @@ results() {
 }
 
 # wait_listening PORT ARGS...: until a perftest server listens on PORT (its
-# TCP port; with -R it listens through rdma_cm, where a pause must do).
+# TCP port; with -R, an rdma_cm ID listening on that port).
 wait_listening() {
 	local port=$1
 	shift
 	if [[ " $* " == *" -R "* ]]; then
-		busybox sleep 2
+		wait_until 30 eval "rdma resource show cm_id |
+			grep -q 'state LISTEN .*:$port '"
 		return
 	fi
 	wait_until 30 eval "ss -Hltn 'sport = :$port' | grep -q LISTEN"
@@ -63,11 +64,16 @@ pair() {
 			return 0
 		fi
 		cat "$log"
-		grep -q "Can't produce a report" "$log" \
-			/tmp/perftest-server.log 2>/dev/null || return 1
+		# Between two VMs both sides must agree: pair_once says so.
+		grep -q "^again$" "$log" || return 1
 		echo "perftest could not calibrate its clock: running again"
 	done
 	return 1
+}
+
+# uncalibrated FILE...: a perftest output there gave up on its clock.
+uncalibrated() {
+	grep -q "Can't produce a report" "$@" 2>/dev/null
 }
 
 # pair_once ATTEMPT TOOL ARGS...: one run; each test and attempt has its
@@ -85,11 +91,24 @@ pair_once() {
 			out=$(timeout "$TIMEOUT" "$tool" -d mr0 -p "$port" "$@" \
 			      "$SERVER_IP" 2>&1) || rc=$?
 		fi
-		if ((rc)); then echo "$out" | tail -n 15; else echo "$out" | tail -n 4; fi
-		grep "Can't produce a report" <<<"$out"
-		vm_publish "rc.$port.$VM_INDEX" "$rc"
-		srv_rc=$(vm_wait "rc.$port.$VM_PEER_INDEX")
-		((rc == 0 && srv_rc == 0)) && results "$out"
+		if ((rc)); then
+			# perftest's errors (stderr) come before its buffered stdout.
+			grep -iE "fail|couldn|unable|error|can't" <<<"$out" || true
+			echo "$out" | tail -n 15
+		else
+			echo "$out" | tail -n 4
+		fi
+		local calib=0 peer
+		uncalibrated <<<"$out" && calib=1
+		vm_publish "rc.$port.$VM_INDEX" "$rc $calib"
+		peer=$(vm_wait "rc.$port.$VM_PEER_INDEX")
+		srv_rc=${peer% *}
+		if ((calib || ${peer#* })); then
+			echo again
+			return 1
+		fi
+		# The client reports; a READ latency server prints no numbers.
+		((rc == 0 && srv_rc == 0)) && { ((VM_INDEX == 0)) || results "$out"; }
 		return
 	fi
 	ip netns exec ns2 timeout "$TIMEOUT" "$tool" -d mr2 -p "$port" "$@" \
@@ -106,8 +125,14 @@ pair_once() {
 		results "$out"
 		return
 	fi
+	if uncalibrated <<<"$out" || uncalibrated /tmp/perftest-server.log; then
+		echo again
+		return 1
+	fi
+	grep -iE "fail|couldn|unable|error|can't" <<<"$out" || true
 	echo "$out" | tail -n 15
 	echo "--- server:"
+	grep -iE "fail|couldn|unable|error|can't" /tmp/perftest-server.log || true
 	tail -n 15 /tmp/perftest-server.log
 	return 1
 }
