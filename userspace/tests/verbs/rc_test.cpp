@@ -677,7 +677,9 @@ TEST_P(Rc, ReadsWithFewReadCredits)
 	for (uint8_t credits : {1, 4, 128}) {
 		SCOPED_TRACE(testing::Message() << "max_rd_atomic "
 						<< int(credits));
-		ConnOpts o{.max_rd_atomic = credits,
+		// Recovery with one credit is slow under emulation: a long
+		// retry period (1 s) keeps this about credits, not timing.
+		ConnOpts o{.timeout = 18, .max_rd_atomic = credits,
 			   .max_dest_rd_atomic = credits};
 		Qp qa(A(), {.send_wr = n}), qb(Peer());
 		connect(qa, qb, o);
