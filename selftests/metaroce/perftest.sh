@@ -71,11 +71,11 @@ pair() {
 	return 1
 }
 
-# uncalibrated FILE...: a perftest output there gave up on its clock, or
+# worth_rerun FILE...: a perftest output there gave up on its clock, or
 # (-R) its connect was rejected for want of a listener although the server
 # listened: seen now and then between namespaces, under investigation, and
 # counted in the run's output ("running again").
-uncalibrated() {
+worth_rerun() {
 	grep -qE "Can't produce a report|RDMA_CM_EVENT_REJECTED" "$@" 2>/dev/null
 }
 
@@ -101,12 +101,12 @@ pair_once() {
 		else
 			echo "$out" | tail -n 4
 		fi
-		local calib=0 peer
-		uncalibrated <<<"$out" && calib=1
-		vm_publish "rc.$port.$VM_INDEX" "$rc $calib"
+		local rerun=0 peer
+		worth_rerun <<<"$out" && rerun=1
+		vm_publish "rc.$port.$VM_INDEX" "$rc $rerun"
 		peer=$(vm_wait "rc.$port.$VM_PEER_INDEX")
 		srv_rc=${peer% *}
-		if ((calib || ${peer#* })); then
+		if ((rerun || ${peer#* })); then
 			echo again
 			return 1
 		fi
@@ -130,7 +130,7 @@ pair_once() {
 		results "$out"
 		return
 	fi
-	if uncalibrated <<<"$out" || uncalibrated /tmp/perftest-server.log; then
+	if worth_rerun <<<"$out" || worth_rerun /tmp/perftest-server.log; then
 		echo again
 		return 1
 	fi
