@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -146,6 +147,12 @@ class Socket {
     ~Socket() { close(fd_); }
     void send_all(const void* p, size_t n) {
         if (write(fd_, p, n) != static_cast<ssize_t>(n)) die("socket write");
+    }
+    // Returns when the peer sends a byte or closes the connection.
+    void wait_closed_or_byte() {
+        char c;
+        while (read(fd_, &c, 1) < 0 && errno == EINTR) {
+        }
     }
     void recv_all(void* p, size_t n) {
         auto* c = static_cast<char*>(p);
@@ -280,6 +287,10 @@ class Xfer {
         }
         std::printf("server: %llu messages of %u bytes verified\n",
                     static_cast<unsigned long long>(received), o_.size);
+        std::fflush(stdout);
+        // Our ACK of the end marker may be lost: keep the QP until the client
+        // has its completion (or has gone), or its retries would find no QP.
+        sock.wait_closed_or_byte();
         return 0;
     }
 
@@ -327,6 +338,8 @@ class Xfer {
                 if (!poll_one(wc)) return fail("timed out on the end marker");
                 if (wc.status != IBV_WC_SUCCESS) return fail_wc(wc);
             } while (wc.wr_id != kEndId);
+            char c = 0;
+            sock.send_all(&c, 1);  // the server may now tear down its QP
         }
         double mb = static_cast<double>(completed) * o_.size / 1e6;
         std::printf("op=%s size=%u messages=%llu bytes=%.0f seconds=%.3f MB/s=%.2f errors=0\n",
