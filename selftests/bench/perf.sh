@@ -8,6 +8,7 @@
 # scripts/bench.sh turns them into medians, ratios, a table and a plot.
 source "$(dirname "$0")/../metaroce/lib.sh"
 source "$(dirname "$0")/../lib/guest.sh"
+source "$(dirname "$0")/../lib/perftest.sh"
 set -e
 
 REPS=${BENCH_REPS:-3}
@@ -25,42 +26,46 @@ rdma link add rxe0 type rxe netdev "$ndev"
 rdma link add mr0 type metaroce netdev "$ndev"
 wait_until 10 eval 'gids mr0 | grep -q ffff:0ac8'
 wait_until 10 eval 'gids rxe0 | grep -q ffff:0ac8'
-peer=$(vm_link_ip 0 "$VM_PEER_INDEX")
 run=0
 
-# run_pair TOOL DEV ARGS...: the server on VM 0, the client on VM 1, which
-# prints the client's output. A run that fails prints nothing.
+# run_pair TOOL DEV ARGS...: the server on VM 0, the client on VM 1. Sets
+# PAIR_OUT to the client's output if both sides succeeded; otherwise empties
+# it and shows this side's errors on stderr. Not to be run in a subshell:
+# the run count gives every run its own port and rendezvous keys. A run spoilt by emulation's clock
+# (perftest_worth_rerun) is repeated, up to three times in all.
 run_pair() {
-	local tool=$1 dev=$2 port
+	local tool=$1 dev=$2 attempt r port
 	shift 2
 	run=$((run + 1))
-	port=$((18515 + run))
-	if ((VM_INDEX == 0)); then
-		timeout 90 "$tool" -d "$dev" -x 1 -p "$port" "$@" >/dev/null 2>&1 &
-		local pid=$!
-		wait_until 30 eval "ss -Hltn 'sport = :$port' | grep -q LISTEN" || true
-		vm_publish "ready.$run" 1
-		wait "$pid" || true
-	else
-		vm_wait "ready.$run" >/dev/null
-		timeout 90 "$tool" -d "$dev" -x 1 -p "$port" "$@" "$peer" 2>&1 || true
+	for attempt in 1 2 3; do
+		port=$((18515 + 4 * run + attempt))
+		r=0
+		perftest_vm_run "$port" "$dev" 120 "$tool" -x 1 "$@" || r=$?
+		((r == 2)) || break
+		echo "# $tool $dev: perftest could not calibrate its clock: again" >&2
+	done
+	PAIR_OUT=
+	if ((r == 0)); then
+		((VM_INDEX == 0)) || PAIR_OUT=$PERFTEST_OUT
+		return
 	fi
-	vm_barrier "run.$run"
+	echo "# $tool on $dev failed (exit $PERFTEST_RC in vm$VM_INDEX):" >&2
+	perftest_errors "$PERFTEST_OUT" | sed 's/^/#   /' >&2
 }
 
-# record TEST DEV CONDITION VALUE (VM 1 only)
+# record TEST DEV CONDITION VALUE (VM 1 only): VALUE "fail" if the run failed.
 record() {
 	((VM_INDEX == 1)) || return 0
-	echo "$1 $2 $3 ${4:-0}" | tee -a "$RESULTS"
+	echo "$1 $2 $3 ${4:-fail}" | tee -a "$RESULTS"
 }
 
 # measure_bw CONDITION: one ib_write_bw run per device.
 measure_bw() {
-	local dev out
+	local dev
 	for dev in "${DEVS[@]}"; do
-		out=$(run_pair ib_write_bw "$dev" -s 65536 -D "$DURATION")
+		run_pair ib_write_bw "$dev" -s 65536 -D "$DURATION"
 		record write_bw "$dev" "$1" \
-			"$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$out")"
+			"$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$PAIR_OUT")"
 	done
 }
 
@@ -74,9 +79,9 @@ impair() {
 for rep in $(seq "$REPS"); do
 	measure_bw clean
 	for dev in "${DEVS[@]}"; do
-		out=$(run_pair ib_write_lat "$dev" -s 8 -n "$LAT_ITERS")
+		run_pair ib_write_lat "$dev" -s 8 -n "$LAT_ITERS"
 		record write_lat "$dev" clean \
-			"$(awk '$1 == 8 && NF >= 5 { print $5 }' <<<"$out")"
+			"$(awk '$1 == 8 && NF >= 5 { print $5 }' <<<"$PAIR_OUT")"
 	done
 	for loss in $LOSSES; do
 		impair loss "$loss%"

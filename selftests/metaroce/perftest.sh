@@ -7,14 +7,11 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/guest.sh"
 source "$(dirname "$0")/../lib/topo.sh"
+source "$(dirname "$0")/../lib/perftest.sh"
 
 TIMEOUT=${PERFTEST_TIMEOUT:-120}
-# Tests run in subshells: what they share is set here.
-if ((VM_COUNT == 2)); then
-	SERVER_IP=$(vm_link_ip 0 0)
-else
-	SERVER_IP=10.0.0.2
-fi
+# The namespaces' server; between VMs, VM 0's link address.
+SERVER_IP=10.0.0.2
 
 setup() {
 	metaroce_load
@@ -32,29 +29,10 @@ setup() {
 	fi
 }
 
-# results OUTPUT: perftest printed at least one line of numbers.
-results() {
-	grep -qE '^ *[0-9]+ +[0-9]+ +[0-9.]+' <<<"$1"
-}
-
-# wait_listening PORT ARGS...: until a perftest server listens on PORT (its
-# TCP port; with -R, an rdma_cm ID listening on that port).
-wait_listening() {
-	local port=$1
-	shift
-	if [[ " $* " == *" -R "* ]]; then
-		wait_until 30 eval "rdma resource show cm_id |
-			grep -q 'state LISTEN .*:$port '"
-		return
-	fi
-	wait_until 30 eval "ss -Hltn 'sport = :$port' | grep -q LISTEN"
-}
-
 # pair TOOL ARGS...: TOOL as server and client with ARGS; both must exit 0
-# and report results. perftest calibrates its cycle counter against the
-# clock and refuses to report ("Can't produce a report") when the fit is
-# poor, which emulation's timing noise causes now and then: such a run is
-# repeated, up to three times in all.
+# and report results. A run perftest_worth_rerun says was spoilt by
+# emulation's clock or a rejected connect is repeated, up to three times in
+# all, visibly.
 pair() {
 	local attempt log=/tmp/perftest-pair.log
 
@@ -71,54 +49,28 @@ pair() {
 	return 1
 }
 
-# worth_rerun FILE...: a perftest output there gave up on its clock, or
-# (-R) its connect was rejected for want of a listener although the server
-# listened: seen now and then between namespaces, under investigation, and
-# counted in the run's output ("running again").
-worth_rerun() {
-	grep -qE "Can't produce a report|RDMA_CM_EVENT_REJECTED" "$@" 2>/dev/null
-}
-
 # pair_once ATTEMPT TOOL ARGS...: one run; each test and attempt has its
 # own port (tests run in subshells, so it comes from the test number).
 pair_once() {
-	local tool=$2 out rc=0 srv_rc=0 port=$((18600 + 4 * _tap_num + $1))
+	local tool=$2 out rc=0 srv_rc=0 port=$((18600 + 4 * _tap_num + $1)) r=0
 	shift 2
 	if ((VM_COUNT == 2)); then
-		if ((VM_INDEX == 0)); then
-			out=$(timeout "$TIMEOUT" "$tool" -d mr0 -p "$port" "$@" 2>&1 &
-			      wait_listening "$port" "$@"
-			      vm_publish "srv.$port" up; wait $!) || rc=$?
+		perftest_vm_run "$port" mr0 "$TIMEOUT" "$tool" "$@" || r=$?
+		if ((PERFTEST_RC)); then
+			perftest_errors "$PERFTEST_OUT"
 		else
-			vm_wait "srv.$port" >/dev/null
-			out=$(timeout "$TIMEOUT" "$tool" -d mr0 -p "$port" "$@" \
-			      "$SERVER_IP" 2>&1) || rc=$?
+			echo "$PERFTEST_OUT" | tail -n 4
 		fi
-		if ((rc)); then
-			# perftest's errors (stderr) come before its buffered stdout.
-			grep -iE "fail|couldn|unable|error|can't" <<<"$out" || true
-			echo "$out" | tail -n 15
-		else
-			echo "$out" | tail -n 4
-		fi
-		local rerun=0 peer
-		worth_rerun <<<"$out" && rerun=1
-		vm_publish "rc.$port.$VM_INDEX" "$rc $rerun"
-		peer=$(vm_wait "rc.$port.$VM_PEER_INDEX")
-		srv_rc=${peer% *}
-		if ((rerun || ${peer#* })); then
-			echo again
-			return 1
-		fi
+		((r == 2)) && { echo again; return 1; }
 		# The client reports; a READ latency server prints no numbers.
-		((rc == 0 && srv_rc == 0)) && { ((VM_INDEX == 0)) || results "$out"; }
+		((r == 0)) && { ((VM_INDEX == 0)) || perftest_results "$PERFTEST_OUT"; }
 		return
 	fi
 	ip netns exec ns2 timeout "$TIMEOUT" "$tool" -d mr2 -p "$port" "$@" \
 		>/tmp/perftest-server.log 2>&1 &
 	local srv=$!
-	ip netns exec ns2 bash -c "$(declare -f wait_until wait_listening); \
-		wait_listening $port $*"
+	ip netns exec ns2 bash -c "$(declare -f wait_until perftest_wait_listening); \
+		perftest_wait_listening $port $*"
 	out=$(ip netns exec ns1 timeout "$TIMEOUT" "$tool" -d mr1 -p "$port" \
 	      "$@" "$SERVER_IP" 2>&1) || rc=$?
 	# A client that failed leaves the server waiting for it.
@@ -127,18 +79,17 @@ pair_once() {
 	echo "server exit $srv_rc, client exit $rc"
 	if ((rc == 0 && srv_rc == 0)); then
 		echo "$out" | tail -n 4
-		results "$out"
+		perftest_results "$out"
 		return
 	fi
-	if worth_rerun <<<"$out" || worth_rerun /tmp/perftest-server.log; then
+	if perftest_worth_rerun <<<"$out" ||
+		perftest_worth_rerun /tmp/perftest-server.log; then
 		echo again
 		return 1
 	fi
-	grep -iE "fail|couldn|unable|error|can't" <<<"$out" || true
-	echo "$out" | tail -n 15
+	perftest_errors "$out"
 	echo "--- server:"
-	grep -iE "fail|couldn|unable|error|can't" /tmp/perftest-server.log || true
-	tail -n 15 /tmp/perftest-server.log
+	perftest_errors "$(cat /tmp/perftest-server.log)"
 	return 1
 }
 
