@@ -56,10 +56,9 @@ void soft_sq_go_idle(struct metaroce_soft_qp *sqp)
 	}
 }
 
-static void soft_tx_work(struct work_struct *work)
+/* One transmit run; the caller holds tx_mutex. */
+static void soft_tx_run(struct metaroce_soft_qp *sqp)
 {
-	struct metaroce_soft_qp *sqp = container_of(work,
-					struct metaroce_soft_qp, tx_work);
 	struct metaroce_qp *qp = sqp->qp;
 	enum ib_qp_state state = READ_ONCE(qp->state);
 	enum soft_tx_result result = TX_IDLE;
@@ -96,6 +95,16 @@ static void soft_tx_work(struct work_struct *work)
 	/* TX_BLOCKED: an ACK (or the timer) schedules the worker again. */
 }
 
+static void soft_tx_work(struct work_struct *work)
+{
+	struct metaroce_soft_qp *sqp = container_of(work,
+					struct metaroce_soft_qp, tx_work);
+
+	mutex_lock(&sqp->tx_mutex);
+	soft_tx_run(sqp);
+	mutex_unlock(&sqp->tx_mutex);
+}
+
 static int soft_qp_create(struct metaroce_qp *qp)
 {
 	struct metaroce_soft_qp *sqp;
@@ -119,6 +128,7 @@ static int soft_qp_create(struct metaroce_qp *qp)
 		goto err;
 
 	INIT_WORK(&sqp->tx_work, soft_tx_work);
+	mutex_init(&sqp->tx_mutex);
 	/* QPs spread over the CPUs by number. */
 	sqp->tx_cpu = cpumask_local_spread(qp->ibqp.qp_num, NUMA_NO_NODE);
 	soft_req_init(sqp);
@@ -141,6 +151,9 @@ static void soft_qp_quiesce(struct metaroce_soft_qp *sqp, bool dying)
 	WRITE_ONCE(sqp->dying, true);
 	hrtimer_cancel(&sqp->req.timer);
 	hrtimer_cancel(&sqp->resp.ack_timer);
+	/* A doorbell's run that began before @dying may queue the worker. */
+	mutex_lock(&sqp->tx_mutex);
+	mutex_unlock(&sqp->tx_mutex);
 	cancel_work_sync(&sqp->tx_work);
 	/* The worker may have armed a timer on its way out. */
 	hrtimer_cancel(&sqp->req.timer);
@@ -205,9 +218,26 @@ static bool soft_sq_drained(struct metaroce_qp *qp)
 	return soft_req_drained(qp->soft);
 }
 
+/*
+ * A user doorbell comes in process context (the post_send system call).
+ * With nothing in flight, which is every post of a latency-bound
+ * application, the run happens right here, as rxe does, sparing a switch
+ * to the worker (which a busy-polling application delays); there is
+ * nothing in flight for these packets to overtake. Otherwise, or while
+ * another run is under way, the worker runs.
+ */
 static void soft_sq_doorbell(struct metaroce_qp *qp)
 {
-	soft_schedule_tx(qp->soft);
+	struct metaroce_soft_qp *sqp = qp->soft;
+
+	if (qp->is_user && !READ_ONCE(sqp->req.inflight) &&
+	    !work_pending(&sqp->tx_work) && mutex_trylock(&sqp->tx_mutex)) {
+		if (!READ_ONCE(sqp->dying))
+			soft_tx_run(sqp);
+		mutex_unlock(&sqp->tx_mutex);
+		return;
+	}
+	soft_schedule_tx(sqp);
 }
 
 static void soft_rq_doorbell(struct metaroce_qp *qp)

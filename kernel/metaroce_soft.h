@@ -228,6 +228,8 @@ struct metaroce_soft_qp {
 	 * would reorder packets of the QP in per-CPU queues on their way out.
 	 */
 	int tx_cpu;
+	/* One transmit run at a time: the worker's or a doorbell's. */
+	struct mutex tx_mutex;
 	bool dying;			/* destroy under way: no rescheduling */
 	struct soft_req req;
 	struct soft_resp resp;
