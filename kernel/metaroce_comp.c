@@ -567,7 +567,8 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 {
 	struct soft_req *req = &sqp->req;
 	s32 quiet = now - req->delivered_us;
-	u32 pto = req->srtt_us ? max(2 * req->srtt_us, 1000U) :
+	u32 pto = req->srtt_us ? max3(2 * req->srtt_us,
+				      req->srtt_us + 4 * req->rttvar_us, 1000U) :
 				 SOFT_INITIAL_RTO_US;
 	u32 rto = min(req->rto_us, limit_us);
 

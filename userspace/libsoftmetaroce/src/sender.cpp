@@ -592,7 +592,8 @@ std::optional<TimeUs> Sender::read_deadline(const WrState& wr) const {
 TimeUs Sender::tail_probe_timeout() const {
     const std::optional<TimeUs> srtt = rtt_.srtt();
     if (!srtt) return config_.rtt.initial_rto_us;
-    return std::max(2 * *srtt, kMinTailProbeUs);
+    // A jittery path (a large RTTVAR) waits longer before a spurious probe.
+    return std::max({2 * *srtt, *srtt + 4 * rtt_.rttvar().value_or(0), kMinTailProbeUs});
 }
 
 std::optional<TimeUs> Sender::quiet_deadline() const {

@@ -315,6 +315,24 @@ TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     EXPECT_EQ(tx->rtt().rto(), 5000u);
 }
 
+TEST_F(SenderTest, TailLossProbeWaitsLongerOnAJitteryPath) {
+    post_send(1, 3 * kMtu);
+    sent();
+    now += 600;
+    // The first RTT sample, 600 us: SRTT 600, RTTVAR 300. The probe timeout is then
+    // SRTT + 4 * RTTVAR = 1800 us, beyond 2 * SRTT and the 1 ms floor.
+    Packet p = ack_packet(kStart + 1, {}, 0, static_cast<std::uint32_t>(now - 600), 0);
+    tx->on_ack(through_wire(p, kMtu), now);
+    const TimeUs last_ack = now;
+    ASSERT_TRUE(tx->next_timer().has_value());
+    EXPECT_EQ(*tx->next_timer(), last_ack + 1800);
+    tx->on_timer(last_ack + 1200);
+    EXPECT_TRUE(sent().empty());
+    tx->on_timer(last_ack + 1800);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart + 2}));
+    EXPECT_EQ(tx->counters().tail_probes, 1u);
+}
+
 TEST_F(SenderTest, RtoHalvesTheWindowButNotBelow16) {
     config.congestion.initial_cwnd = 20;
     reset();
