@@ -15,7 +15,7 @@ constexpr std::uint8_t kInfiniteRnrRetry = 7;
 constexpr std::uint32_t kMaxRttSampleUs = 10'000'000;
 
 constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
-// Tail-loss probe timeout: max(2 * SRTT, 1 ms) (section 8).
+// Tail-loss probe timeout floor: max(2 * SRTT, SRTT + 4 * RTTVAR, 1 ms) (section 8).
 constexpr TimeUs kMinTailProbeUs = 1000;
 
 WcOpcode wc_opcode_for(const WorkRequest& wr) {

@@ -264,8 +264,8 @@ TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     EXPECT_EQ(now, sent_at + kRtt + 200);
     tx->on_timer(now);
     EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1}));
-    // Nothing delivered for max(2 * SRTT, 1 ms) since the ACK: a tail-loss probe resends the
-    // newest packet in flight, 103.
+    // Nothing delivered for max(2 * SRTT, SRTT + 4 * RTTVAR, 1 ms) = 1 ms since the ACK: a
+    // tail-loss probe resends the newest packet in flight, 103.
     const auto path_losses = [this] {
         std::uint64_t n = 0;
         for (unsigned i = 0; i < tx->paths().size(); ++i) n += tx->paths()[i].lost;

@@ -221,7 +221,7 @@ void requester_tail_loss_probe(Env& env) {
     const Psn s = c.sq_psn();
     post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
     const Seen first = expect_request(c, s);
-    // Nothing is acknowledged: the newest packet in flight is resent after max(2 SRTT, 1 ms).
+    // Nothing is acknowledged: the newest packet in flight is resent after the probe timeout (at least 1 ms).
     const Seen probe = expect_resend(c, s, {}, 3000);
     const double gap = ms_between(first.at, probe.at);
     note("resent after %.1f ms", gap);
