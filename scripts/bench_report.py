@@ -83,7 +83,7 @@ if conds:
             f.write("0 100 100\n")
             for row in plot:
                 f.write("%g %.1f %.1f\n" % row)
-        script = """set terminal png size 800,500
+        script = """set terminal png size 800,500 noenhanced
 set output '%s'
 set title 'ib_write_bw 64 KiB under loss: throughput kept (%% of own lossless)'
 set xlabel 'packet loss on both links (%%)'

@@ -30,9 +30,10 @@ run=0
 
 # run_pair TOOL DEV ARGS...: the server on VM 0, the client on VM 1. Sets
 # PAIR_OUT to the client's output if both sides succeeded; otherwise empties
-# it and shows this side's errors on stderr. Not to be run in a subshell:
-# the run count gives every run its own port and rendezvous keys. A run spoilt by emulation's clock
-# (perftest_worth_rerun) is repeated, up to three times in all.
+# it and shows this side's errors on stderr. A run spoilt by emulation's
+# clock (perftest_worth_rerun) is repeated, up to three times in all. Not to
+# be run in a subshell: the run count gives every run its own port and
+# rendezvous keys.
 run_pair() {
 	local tool=$1 dev=$2 attempt r port
 	shift 2
