@@ -55,19 +55,46 @@ void soft_sq_retire(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 		soft_post_send_cqe(qp, wr_id, wr_opcode, status, len);
 }
 
-/* The loss-detection tick: half a round trip, within [250 us, 5 ms]. */
-static ktime_t tick(const struct soft_req *req)
+/* The tail-loss probe timeout (protocol.md section 8). */
+static u32 probe_timeout_us(const struct soft_req *req)
 {
-	return soft_us(clamp_t(u32, req->srtt_us / 2, 250, 5000));
+	if (!req->srtt_us)
+		return SOFT_INITIAL_RTO_US;
+	return max3(2 * req->srtt_us, req->srtt_us + 4 * req->rttvar_us, 1000U);
 }
 
+/*
+ * When the timer looks next, within [250 us, 5 ms]. With packets that a
+ * later one may overtake, every half round trip: the time rule of loss
+ * detection. With one packet out and nothing lost or probed, no time rule
+ * applies and only the tail-loss probe can fall due: the timer sleeps until
+ * then (lazy), so a latency-bound QP takes no timer interrupt per message.
+ */
+static ktime_t next_tick(struct soft_req *req)
+{
+	s32 quiet;
+
+	req->timer_lazy = req->inflight <= 1 && !req->nr_lost &&
+			  !req->rnr_wait && !req->probes;
+	if (!req->timer_lazy)
+		return soft_us(clamp_t(u32, req->srtt_us / 2, 250, 5000));
+	quiet = soft_now_us() - req->delivered_us;
+	return soft_us(clamp_t(s32, (s32)probe_timeout_us(req) - quiet, 250,
+			       5000));
+}
+
+/* After a send: a lazy timer wakes up once a second packet is out. */
 void soft_req_arm_timer(struct soft_req *req)
 {
 	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
 						    req);
 
-	if (!READ_ONCE(sqp->dying) && !hrtimer_active(&req->timer))
-		hrtimer_start(&req->timer, tick(req), HRTIMER_MODE_REL_SOFT);
+	if (READ_ONCE(sqp->dying))
+		return;
+	if (!hrtimer_active(&req->timer) ||
+	    (req->timer_lazy && req->inflight > 1))
+		hrtimer_start(&req->timer, next_tick(req),
+			      HRTIMER_MODE_REL_SOFT);
 }
 
 /* RFC 6298: SRTT + 4 RTTVAR, within [SOFT_MIN_RTO_US, SOFT_MAX_RTO_US]. */
@@ -296,6 +323,7 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		req->retries = 0;
 		req->resent_in_period = false;
 		/* Re-arms a pending timer; a running one sees it queued. */
+		req->timer_lazy = false;
 		hrtimer_start(&req->timer,
 			      soft_us(rnr_timer_us[pkt->ack.nak_arg & 31]),
 			      HRTIMER_MODE_REL_SOFT);
@@ -567,12 +595,9 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 {
 	struct soft_req *req = &sqp->req;
 	s32 quiet = now - req->delivered_us;
-	u32 pto = req->srtt_us ? max3(2 * req->srtt_us,
-				      req->srtt_us + 4 * req->rttvar_us, 1000U) :
-				 SOFT_INITIAL_RTO_US;
+	u32 pto = min(probe_timeout_us(req), limit_us);
 	u32 rto = min(req->rto_us, limit_us);
 
-	pto = min(pto, limit_us);
 	if (!req->inflight || quiet < (s32)pto)
 		return false;
 	if (req->probes < SOFT_MAX_PROBES) {
@@ -656,7 +681,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	/* Someone re-armed it meanwhile (an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
-	hrtimer_forward_now(timer, tick(req));
+	hrtimer_forward_now(timer, next_tick(req));
 	spin_unlock_bh(&req->lock);
 	return HRTIMER_RESTART;
 out:

@@ -155,6 +155,7 @@ struct soft_req {
 	u8 rnr_retries;			/* RNR NAKs for the current message */
 	bool sq_drained_sent;		/* SQD: the drained event went out */
 	bool rnr_wait;			/* resend nothing until rnr_until_us */
+	bool timer_lazy;		/* the timer sleeps until the probe */
 	u32 rnr_until_us;
 	struct hrtimer timer;		/* loss detection tick, RNR wait */
 	struct soft_cc cc;
