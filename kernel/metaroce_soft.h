@@ -227,6 +227,7 @@ struct metaroce_soft_qp {
 	/*
 	 * The worker always runs on this CPU: transmissions from several CPUs
 	 * would reorder packets of the QP in per-CPU queues on their way out.
+	 * (A doorbell transmits on its own CPU only with nothing in flight.)
 	 */
 	int tx_cpu;
 	/* One transmit run at a time: the worker's or a doorbell's. */

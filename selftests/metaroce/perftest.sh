@@ -10,7 +10,7 @@ source "$(dirname "$0")/../lib/topo.sh"
 source "$(dirname "$0")/../lib/perftest.sh"
 
 TIMEOUT=${PERFTEST_TIMEOUT:-120}
-# The namespaces' server; between VMs, VM 0's link address.
+# The server's address between namespaces (perftest_vm_run finds VM 0's).
 SERVER_IP=10.0.0.2
 
 setup() {
