@@ -170,7 +170,7 @@ struct metaroce_qp {
 	enum ib_qp_state state;		/* READ_ONCE from the packet path */
 	struct ib_qp_attr attr;		/* as last modified, for query */
 	struct metaroce_av av;		/* RC: the peer */
-	u32 mtu;			/* path MTU in bytes */
+	u32 mtu;			/* payload bytes per packet */
 
 	bool is_user;
 	bool sq_sig_all;

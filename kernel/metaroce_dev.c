@@ -45,14 +45,17 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->max_fast_reg_page_list_len = 0;
 }
 
-/* The largest IB MTU whose packets, with all headers, fit the netdev MTU. */
+/*
+ * The largest IB MTU whose packets, with all headers, fit the netdev MTU:
+ * its RC packets carry its segment size, its UD packets the MTU itself.
+ */
 enum ib_mtu metaroce_active_mtu(const struct metaroce_dev *mdev)
 {
 	int payload = READ_ONCE(mdev->ndev->mtu) - METAROCE_MAX_HDR_LEN;
 	enum ib_mtu mtu;
 
 	for (mtu = IB_MTU_4096; mtu > IB_MTU_256; mtu--)
-		if (ib_mtu_enum_to_int(mtu) <= payload)
+		if (metaroce_segment_size(ib_mtu_enum_to_int(mtu)) <= payload)
 			break;
 	return mtu;
 }

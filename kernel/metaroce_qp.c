@@ -230,10 +230,8 @@ static void apply_attr(struct metaroce_qp *qp, const struct ib_qp_attr *attr,
 		rdma_replace_ah_attr(&cur->ah_attr, &attr->ah_attr);
 		qp->av = *av;
 	}
-	if (mask & IB_QP_PATH_MTU) {
+	if (mask & IB_QP_PATH_MTU)
 		cur->path_mtu = attr->path_mtu;
-		qp->mtu = ib_mtu_enum_to_int(attr->path_mtu);
-	}
 	if (mask & IB_QP_ACCESS_FLAGS)
 		cur->qp_access_flags = attr->qp_access_flags;
 	if (mask & IB_QP_PKEY_INDEX)
@@ -262,6 +260,20 @@ static void apply_attr(struct metaroce_qp *qp, const struct ib_qp_attr *attr,
 		cur->rnr_retry = attr->rnr_retry;
 	if (mask & IB_QP_EN_SQD_ASYNC_NOTIFY)
 		cur->en_sqd_async_notify = attr->en_sqd_async_notify;
+}
+
+/*
+ * Payload bytes per packet: for RC the segment size of the path MTU, for UD
+ * the MTU; never more than the netdev carries.
+ */
+static u32 packet_payload(const struct metaroce_qp *qp)
+{
+	enum ib_mtu mtu = min(qp->attr.path_mtu,
+			      metaroce_active_mtu(qp->mdev));
+	u32 bytes = ib_mtu_enum_to_int(mtu);
+
+	return qp->ibqp.qp_type == IB_QPT_RC ? metaroce_segment_size(bytes) :
+					       bytes;
 }
 
 int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
@@ -294,9 +306,7 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	apply_attr(qp, attr, mask, &av);
-	/* The path MTU never exceeds what the netdev carries. */
-	qp->mtu = min_t(u32, qp->mtu,
-			ib_mtu_enum_to_int(metaroce_active_mtu(qp->mdev)));
+	qp->mtu = packet_payload(qp);
 	err = metaroce_qp_set_state(qp, new_state);
 out:
 	mutex_unlock(&qp->modify_lock);

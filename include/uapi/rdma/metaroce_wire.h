@@ -166,6 +166,20 @@ static inline int metaroce_op_has_payload(__u8 opcode)
 	       opcode == METAROCE_OP_READ_RESP || opcode == METAROCE_OP_UD_SEND;
 }
 
+/*
+ * Payload bytes of every packet of an RC message but its last (the segment
+ * size), for a QP whose path MTU is @path_mtu bytes (protocol.md section 4.1).
+ * It is the IB MTU, except for the 1024-byte class: that is the class of a
+ * 1500-byte Ethernet MTU, and its packets carry as much as such a frame holds
+ * behind IPv6, UDP, BTH and DETH (1404 bytes), rounded down to 8.
+ */
+#define METAROCE_SEGMENT_ETH1500	1400
+
+static inline __u32 metaroce_segment_size(__u32 path_mtu)
+{
+	return path_mtu == 1024 ? METAROCE_SEGMENT_ETH1500 : path_mtu;
+}
+
 /* Serial-number comparison of 24-bit PSNs: a - b in [-2^23, 2^23). */
 static inline __s32 metaroce_psn_diff(__u32 a, __u32 b)
 {

@@ -207,9 +207,13 @@ bool is_valid_mtu(std::uint32_t mtu) {
     return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
 }
 
+bool is_valid_segment(std::uint32_t bytes) {
+    return bytes >= 256 && bytes <= 4096 && bytes % 8 == 0;
+}
+
 Result<Packet, ParseError> decode(std::span<const std::uint8_t> bytes,
                                   const DecodeOptions& options) {
-    const std::uint32_t mtu = is_valid_mtu(options.mtu) ? options.mtu : 4096;
+    const std::uint32_t mtu = is_valid_segment(options.mtu) ? options.mtu : 4096;
     if (bytes.size() < kBthLen) return Unexpected(ParseError::Truncated);
     const std::uint8_t* p = bytes.data();
 

@@ -30,7 +30,7 @@ Receiver::Receiver(const ReceiverConfig& config, MemoryModel& memory, FairShareT
       fair_share_(fair_share),
       paths_(paths),
       window_(config.expected_psn) {
-    if (!is_valid_mtu(config_.mtu)) config_.mtu = 1024;
+    if (!is_valid_segment(config_.mtu)) config_.mtu = segment_size(1024);
     const unsigned count = std::clamp(config_.num_paths, 1u, PathSet::kMaxPaths);
     for (unsigned i = 0; i < count; ++i) entropies_.push_back(PathSet::entropy_for(config_.qpn, i));
 }

@@ -43,7 +43,7 @@ Sender::Sender(const SenderConfig& config)
       reorder_(config.reorder_allowance),
       snd_una_(config.initial_psn & kPsnMask),
       snd_nxt_(config.initial_psn & kPsnMask) {
-    if (!is_valid_mtu(config_.mtu)) config_.mtu = 1024;
+    if (!is_valid_segment(config_.mtu)) config_.mtu = segment_size(1024);
     config_.max_read_packets = std::clamp<std::uint32_t>(config_.max_read_packets, 1, kWindowPsns);
     config_.max_rd_atomic = std::max<std::uint32_t>(config_.max_rd_atomic, 1);
 }

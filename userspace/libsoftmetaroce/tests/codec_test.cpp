@@ -79,6 +79,28 @@ TEST(Codec, PayloadOfExactlyMtuIsAllowed) {
     }
 }
 
+TEST(Codec, SegmentSizesOfPathMtus) {
+    EXPECT_EQ(segment_size(256), 256u);
+    EXPECT_EQ(segment_size(512), 512u);
+    EXPECT_EQ(segment_size(1024), 1400u);  // the 1500-byte Ethernet class uses the whole frame
+    EXPECT_EQ(segment_size(2048), 2048u);
+    EXPECT_EQ(segment_size(4096), 4096u);
+    for (const std::uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u})
+        EXPECT_TRUE(is_valid_segment(segment_size(mtu))) << mtu;
+    EXPECT_FALSE(is_valid_segment(0));
+    EXPECT_FALSE(is_valid_segment(1401));
+    EXPECT_FALSE(is_valid_segment(8192));
+}
+
+TEST(Codec, PacketsOfA1400ByteSegment) {
+    const std::uint32_t seg = segment_size(1024);
+    EXPECT_EQ(error_of(single_send(seg), seg), std::nullopt);
+    EXPECT_EQ(error_of(single_send(seg + 1), seg), ParseError::PayloadTooLong);
+    EXPECT_EQ(message_packets(3 * seg, seg), 3u);
+    EXPECT_EQ(message_packets(3 * seg + 1, seg), 4u);
+    EXPECT_EQ(read_response_packets(4096, seg), 3u);
+}
+
 TEST(Codec, Truncated) {
     const std::vector<std::uint8_t> send = encode(single_send(0));
     EXPECT_EQ(error_of(std::vector<std::uint8_t>{}), ParseError::Truncated);

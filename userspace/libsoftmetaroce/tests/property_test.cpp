@@ -400,8 +400,9 @@ class RandomSchedules : public ::testing::TestWithParam<std::uint64_t> {};
 TEST_P(RandomSchedules, BothDirectionsMixedTraffic) {
     Scenario s;
     s.seed = GetParam();
-    static constexpr std::uint32_t kMtus[] = {256, 1024, 4096};
-    s.mtu = kMtus[s.seed % 3];
+    // Segment sizes: of path MTUs 256, 1024 (1400 bytes, not a power of two) and 4096.
+    static constexpr std::uint32_t kPathMtus[] = {256, 1024, 4096};
+    s.mtu = segment_size(kPathMtus[s.seed % 3]);
     run_scenario(s);
 }
 

@@ -101,6 +101,16 @@ TEST(WireLayout, Constants) {
     EXPECT_EQ(METAROCE_NAK_VERSION, 5);
 }
 
+TEST(WireLayout, SegmentOfThe1500ByteClassFitsAnEthernetFrameBehindIpv6) {
+    EXPECT_EQ(METAROCE_SEGMENT_ETH1500, 1400);
+    EXPECT_EQ(METAROCE_SEGMENT_ETH1500 % 8, 0);
+    // IPv6 40 + UDP 8 + BTH + DETH + payload within a 1500-byte IP MTU.
+    EXPECT_LE(40 + 8 + METAROCE_BTH_LEN + METAROCE_DETH_LEN + METAROCE_SEGMENT_ETH1500, 1500);
+    EXPECT_EQ(metaroce_segment_size(1024), 1400u);
+    for (const unsigned mtu : {256u, 512u, 2048u, 4096u})
+        EXPECT_EQ(metaroce_segment_size(mtu), mtu);
+}
+
 TEST(WireLayout, ExtensionLengthsAndPayloads) {
     for (int op = 0; op < 256; ++op) {
         const auto opcode = static_cast<std::uint8_t>(op);

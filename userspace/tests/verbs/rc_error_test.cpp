@@ -389,7 +389,7 @@ TEST_F(RcError, ReceiveBufferTooSmall)
 				   : "100-byte SEND into 50 bytes");
 		Qp qa(A()), qb(B());
 		connect(qa, qb);
-		size_t m = A().mtu();
+		size_t m = A().segment();
 		size_t n = multi ? 5 * m : 100, room = multi ? 3 * m : 50;
 		Buf src(A().pd, n), dst(B().pd, n);
 		memset(dst.p, 0xee, n);

@@ -12,10 +12,10 @@ namespace {
 
 class Rc : public TopoTest {
 protected:
-	// Message sizes around the path MTU and beyond.
+	// Message sizes around the packet payload (segment) and beyond.
 	std::vector<size_t> sizes()
 	{
-		size_t m = A().mtu();
+		size_t m = A().segment();
 		return {0, 1, 63, m - 1, m, m + 1, 3 * m + 17, 65536, (1 << 20) + 3};
 	}
 };
@@ -554,7 +554,7 @@ TEST_P(Rc, PsnWrap)
 	ConnOpts o{.psn_a = 0xfffff0, .psn_b = 0xffffff};
 	Qp qa(A()), qb(Peer());
 	connect(qa, qb, o);
-	const size_t n = 64 * A().mtu() + 5;
+	const size_t n = 64 * A().segment() + 5;
 	Buf src(A().pd, n), dst(Peer().pd, n), back(A().pd, n);
 	fill(src.p, n, 1000);
 
@@ -620,6 +620,28 @@ TEST_P(Rc, SmallPathMtu)
 	EXPECT_TRUE(has_pattern(dst.p, n, 1100));
 	EXPECT_WC(run1(qa, read_wr(back, 0, dst, 0, n, 3)), 3, IBV_WC_SUCCESS);
 	EXPECT_TRUE(has_pattern(back.p, n, 1100));
+}
+
+// On the port's own path MTU an RC packet carries the segment size (1400
+// bytes for the 1024 class of a 1500-byte netdev), not the IB MTU.
+TEST_P(Rc, PacketsCarryTheSegmentSize)
+{
+	if (GetParam() == Topo::Loopback)
+		GTEST_SKIP() << "A's counters would count B's ACKs too";
+	const size_t seg = A().segment(), n = 20 * seg;
+	Qp qa(A()), qb(B());
+	connect(qa, qb);
+	Buf src(A().pd, n), dst(B().pd, n);
+	fill(src.p, n, 1300);
+	const int64_t sent0 = hw_counter(A().name, "tx_packets", true);
+	ASSERT_GE(sent0, 0);
+	EXPECT_WC(run1(qa, write_wr(src, 0, dst, 0, n, 1)), 1, IBV_WC_SUCCESS);
+	EXPECT_TRUE(has_pattern(dst.p, n, 1300));
+	const int64_t sent = hw_counter(A().name, "tx_packets", true) - sent0;
+	note("write_packets", sent);
+	// 20 packets; an IB-MTU-sized cut would take n / mtu (27 at 1400/1024).
+	EXPECT_GE(sent, 20);
+	EXPECT_LT(sent, std::max<int64_t>(21, n / A().mtu()));
 }
 
 // A READ or a SEND observes every WRITE posted before it on the QP.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/metaroce_wire.h>
 
 #include <gtest/gtest.h>
 
@@ -111,6 +112,8 @@ public:
 
 	// Path MTU in bytes.
 	uint32_t mtu() const { return 128u << port.active_mtu; }
+	// Payload bytes of an RC packet on that path MTU (protocol.md 4.1).
+	uint32_t segment() const { return metaroce_segment_size(mtu()); }
 
 	// Async events: waits up to @timeout for one of @type (for @qp or
 	// @cq if given); every event read is acked and recorded in seen.

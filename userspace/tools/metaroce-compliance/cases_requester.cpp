@@ -103,14 +103,16 @@ void requester_packet_format(Env& env) {
     Conn c(env);
     const Psn s = c.sq_psn();
     const std::uint32_t mtu = c.mtu();
+    // Two 3-packet WRITEs (within 4 KiB for segments up to 1400 bytes).
+    const std::uint32_t len1 = 2 * mtu + mtu / 2, len2 = 2 * mtu + 100;
     std::uint8_t* local = c.local().data();
-    tools::fill_pattern({local, 3000}, 1);
+    tools::fill_pattern({local, len1}, 1);
     tools::fill_pattern({local + 4096, 100}, 2);
-    tools::fill_pattern({local + 8192, 2500}, 3);
+    tools::fill_pattern({local + 8192, len2}, 3);
     std::memset(local + kReadDst, 0xa5, 2000);
-    post(c, IBV_WR_RDMA_WRITE, 1, 0, 3000);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, len1);
     post(c, IBV_WR_SEND, 2, 4096, 100);
-    post(c, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 8192, 2500, kRemote + 0x10000, 0xabcdef01);
+    post(c, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 8192, len2, kRemote + 0x10000, 0xabcdef01);
     post(c, IBV_WR_RDMA_READ, 4, kReadDst, 2000, kRemote + 0x20000);
     const std::map<Psn, Seen> reqs = c.collect_requests(8);
     const auto at = [&](unsigned k) -> const Seen& {
@@ -122,11 +124,11 @@ void requester_packet_format(Env& env) {
         return std::vector<std::uint8_t>(local + off, local + off + len);
     };
     using namespace flag;
-    // WRITE of 3000 bytes: MSN 0 (the next receive-consuming message's number).
+    // The first WRITE: MSN 0 (the next receive-consuming message's number).
     for (unsigned k = 0; k < 3; ++k) {
         const std::uint8_t f = (k == 0 ? kFirst : 0) | (k == 2 ? kLast | kAckReq : 0);
-        const std::uint32_t len = std::min(mtu, 3000 - k * mtu);
-        check_data(at(k), Opcode::Write, f, kRemote + k * mtu, kRkey, 0, 3000, 0,
+        const std::uint32_t len = std::min(mtu, len1 - k * mtu);
+        check_data(at(k), Opcode::Write, f, kRemote + k * mtu, kRkey, 0, len1, 0,
                    slice(k * mtu, len));
     }
     // SEND: MSN 0, consumes the peer's first receive.
@@ -134,8 +136,8 @@ void requester_packet_format(Env& env) {
     // WRITE with immediate: MSN 1; IMM and the value on its last packet only.
     for (unsigned k = 0; k < 3; ++k) {
         const std::uint8_t f = (k == 0 ? kFirst : 0) | (k == 2 ? kLast | kAckReq | kImm : 0);
-        const std::uint32_t len = std::min(mtu, 2500 - k * mtu);
-        check_data(at(4 + k), Opcode::Write, f, kRemote + 0x10000 + k * mtu, kRkey, 1, 2500,
+        const std::uint32_t len = std::min(mtu, len2 - k * mtu);
+        check_data(at(4 + k), Opcode::Write, f, kRemote + 0x10000 + k * mtu, kRkey, 1, len2,
                    k == 2 ? 0xabcdef01 : 0, slice(8192 + k * mtu, len));
     }
     // READ_REQ: ACK_REQ, MSN 2 (carries the next number without consuming it).
@@ -221,7 +223,8 @@ void requester_tail_loss_probe(Env& env) {
     const Psn s = c.sq_psn();
     post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
     const Seen first = expect_request(c, s);
-    // Nothing is acknowledged: the newest packet in flight is resent after the probe timeout (at least 1 ms).
+    // Nothing is acknowledged: the newest packet in flight is resent after the probe timeout (at
+    // least 1 ms).
     const Seen probe = expect_resend(c, s, {}, 3000);
     const double gap = ms_between(first.at, probe.at);
     note("resent after %.1f ms", gap);

@@ -99,13 +99,14 @@ void write_out_of_order_sack(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
     CounterCheck counters(env);
-    const auto data = bytes_of(5000, 3);
+    const std::uint32_t mtu = c.mtu();
+    const auto data = bytes_of(4 * mtu + mtu / 2, 3);  // 5 packets
     const auto packets = c.write_message(r, kArea, data);
     const auto at = [&](unsigned k) { return psn_add(r, k); };
     c.send(with_flags(packets[2], flag::kAckReq), 1);
     expect_window(c, r, {at(2)});
     // Placed on arrival, before the gap is filled.
-    expect(std::memcmp(c.mr().data() + kArea + 2048, data.data() + 2048, 1024) == 0,
+    expect(std::memcmp(c.mr().data() + kArea + 2 * mtu, data.data() + 2 * mtu, mtu) == 0,
            "a packet ahead of a gap was not placed on arrival");
     c.send(with_flags(packets[4], flag::kAckReq), 2);
     expect_window(c, r, {at(2), at(4)});
@@ -178,7 +179,7 @@ void psn_wrap(Env& env) {
     ConnOptions o;
     o.dut_rq_psn = 0xfffffe;
     Conn c(env, o);
-    const auto data = bytes_of(4000, 9);
+    const auto data = bytes_of(3 * c.mtu() + 900, 9);
     auto packets = c.write_message(0xfffffe, kArea, data);  // fffffe, ffffff, 0, 1
     for (Packet& p : packets) p.bth.flags |= flag::kAckReq;
     c.send(packets[3]);
@@ -232,7 +233,7 @@ void expect_read_responses(Conn& c, const std::vector<Seen>& seen, Psn first, st
 void read_response_format(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
-    const std::uint32_t len = 2500;
+    const std::uint32_t len = 2 * c.mtu() + 452;  // 3 response packets
     c.send(c.read_request(r, c.mr().addr() + 0x3000, c.mr().rkey(), len, 0, 0));
     const auto seen = c.receive_until(
         [&](const Packet& p) {

@@ -195,7 +195,7 @@ Conn::Conn(Env& env, const ConnOptions& o) : env_(env), start_(std::chrono::stea
     p.sq_psn = sq_psn_;
     p.dgid = *tools::gid_of_ip(env.options().local_ip.str());
     p.sgid_index = env.gid_index();
-    p.mtu = env.mtu();
+    p.mtu = env.options().mtu;
     p.access = o.access;
     p.min_rnr_timer = o.min_rnr_timer;
     p.timeout = o.timeout;

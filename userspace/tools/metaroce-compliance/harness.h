@@ -73,7 +73,8 @@ class Env {
     // A second socket on the alternative local address (for wrong-source tests), if any.
     UdpTransport* alt_udp() { return alt_udp_.get(); }
     int gid_index() const { return gid_index_; }
-    std::uint32_t mtu() const { return options_.mtu; }
+    // Payload bytes per packet: the segment size of the DUT QP's path MTU (options().mtu).
+    std::uint32_t mtu() const { return segment_size(options_.mtu); }
 
     // Milliseconds scaled by --time-scale.
     int ms(int base) const;

@@ -198,8 +198,8 @@ int Peer::run() {
         mine_.qpn, mine_.psn, mine_.ip.c_str(), o_.port, theirs_.qpn, theirs_.psn,
         theirs_.ip.c_str(), o_.role.c_str(), o_.mtu, o_.loss * 100);
 
-    QpConfig config =
-        make_qp_config(mine_.qpn, theirs_.qpn, mine_.psn, theirs_.psn, o_.mtu, o_.paths);
+    QpConfig config = make_qp_config(mine_.qpn, theirs_.qpn, mine_.psn, theirs_.psn,
+                                     segment_size(o_.mtu), o_.paths);
     config.sender.timeout = o_.qp_timeout;
     qp_ = std::make_unique<QueuePair>(config, memory_);
     endpoint_ = std::make_unique<SoftEndpoint>(

@@ -30,7 +30,7 @@ enum class ParseError : std::uint8_t {
     InconsistentHeader,  // header fields contradict each other (ACK cum_psn vs BTH PSN, ...)
     InconsistentFlags,   // FIRST/LAST disagree with the packet's offset and length
     PayloadNotAllowed,   // READ_REQ or ACK with a payload
-    PayloadTooLong,      // more payload than the path MTU
+    PayloadTooLong,      // more payload than the segment size
     InconsistentLength,  // offset/payload/message length do not add up (section 3.1)
     StreamNotZero,       // a stream other than 0: version 1 uses stream 0 only (section 9)
 };
@@ -42,11 +42,23 @@ std::string_view to_string(ParseError error);
 std::ostream& operator<<(std::ostream& os, ParseError error);
 
 struct DecodeOptions {
-    // The receiving QP's path MTU: 256, 512, 1024, 2048 or 4096 (anything else counts as 4096).
+    // The receiving QP's payload bytes per packet, its segment size (segment_size(path MTU));
+    // anything is_valid_segment() refuses counts as 4096.
     std::uint32_t mtu = 4096;
 };
 
+// An IB path MTU in bytes: 256, 512, 1024, 2048 or 4096.
 bool is_valid_mtu(std::uint32_t mtu);
+
+// Payload bytes of every packet of a message but its last, on a path MTU of `path_mtu` bytes
+// (protocol section 4.1).
+inline std::uint32_t segment_size(std::uint32_t path_mtu) {
+    return metaroce_segment_size(path_mtu);
+}
+
+// A segment size the model can work with: 256 to 4096 bytes, a multiple of 8. The model's
+// `mtu` settings are segment sizes.
+bool is_valid_segment(std::uint32_t bytes);
 
 // Parses and validates one MetaRoCE packet (the UDP payload).
 Result<Packet, ParseError> decode(std::span<const std::uint8_t> bytes,

@@ -31,8 +31,8 @@ namespace metaroce {
 struct ReceiverConfig {
     std::uint32_t qpn = 0;
     std::uint32_t peer_qpn = 0;
-    Psn expected_psn = 0;  // the peer's sq_psn: our rq_psn
-    std::uint32_t mtu = 1024;
+    Psn expected_psn = 0;                   // the peer's sq_psn: our rq_psn
+    std::uint32_t mtu = 1024;               // payload bytes per packet: a segment size (codec.h)
     unsigned num_paths = 8;                 // our own paths, for ACKs and READ responses
     std::uint8_t min_rnr_timer = 1;         // IB encoding, sent in RNR NAKs (1: 10 us)
     std::uint32_t max_dest_rd_atomic = 16;  // READs accepted but not yet executed

@@ -30,8 +30,8 @@ namespace metaroce {
 struct SenderConfig {
     std::uint32_t qpn = 0;
     std::uint32_t peer_qpn = 0;
-    Psn initial_psn = 0;  // sq_psn
-    std::uint32_t mtu = 1024;
+    Psn initial_psn = 0;       // sq_psn
+    std::uint32_t mtu = 1024;  // payload bytes per packet: a segment size (codec.h)
     unsigned num_paths = 8;
     std::uint8_t timeout = 14;            // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
     std::uint8_t retry_cnt = 7;           // periods without progress tolerated
