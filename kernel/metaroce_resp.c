@@ -239,6 +239,33 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 	return RX_PLACED;
 }
 
+/* Whether the part at the head of the READ queue waits for a PSN gap. */
+static bool head_read_waits(const struct soft_resp *resp)
+{
+	return resp->read_head != resp->read_tail &&
+	       soft_psn_diff(resp->reads[resp->read_head % SOFT_MAX_READS].psn,
+			     resp->cum) >= 0;
+}
+
+/*
+ * Whether a READ_REQ at @psn may be queued. At most max_dest_rd_atomic
+ * parts are held, but one that can run at once (at or behind cum) is also
+ * taken while the parts held all wait behind a gap: it may be the very
+ * request they wait for (a tail probe overtook a lost request), and
+ * dropping it would stall them for good.
+ */
+static bool read_slot_free(const struct soft_resp *resp,
+			   const struct metaroce_qp *qp, u32 psn)
+{
+	u32 held = resp->read_tail - resp->read_head;
+
+	if (held < clamp_t(u32, qp->attr.max_dest_rd_atomic, 1,
+			   SOFT_MAX_READS))
+		return true;
+	return held < SOFT_MAX_READS && soft_psn_diff(psn, resp->cum) <= 0 &&
+	       head_read_waits(resp);
+}
+
 static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 				   struct soft_pkt_info *pkt, u32 *npkts)
 {
@@ -246,6 +273,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	struct soft_resp *resp = &sqp->resp;
 	struct metaroce_mr *mr;
 	struct soft_read *r;
+	bool run_first;
 
 	*npkts = soft_npkts(pkt->rreq.len, qp->mtu);
 	if (pkt->rreq.offset % qp->mtu ||
@@ -255,8 +283,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 		return RX_REFUSED;
 	}
 	/* The requester resends what this responder cannot hold. */
-	if (resp->read_tail - resp->read_head >=
-	    clamp_t(u32, qp->attr.max_dest_rd_atomic, 1, SOFT_MAX_READS))
+	if (!read_slot_free(resp, qp, pkt->psn))
 		return RX_DROPPED;
 
 	mr = metaroce_mr_get(qp->mdev, pkt->rreq.rkey);
@@ -269,10 +296,13 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 		return RX_REFUSED;
 	}
 	/*
-	 * A READ whose turn has come (a re-read) goes first, ahead of parts
-	 * still waiting for earlier requests; the others queue in PSN order.
+	 * A READ whose turn has come (a re-read, or the request the parts at
+	 * the head wait for) goes first, ahead of parts still waiting for
+	 * earlier requests; the others queue in PSN order.
 	 */
-	if (soft_psn_diff(pkt->psn, resp->cum) < 0)
+	run_first = soft_psn_diff(pkt->psn, resp->cum) < 0 ||
+		    (pkt->psn == resp->cum && head_read_waits(resp));
+	if (run_first)
 		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
 	else
 		r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];

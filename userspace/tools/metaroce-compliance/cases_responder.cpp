@@ -287,6 +287,38 @@ void read_deferred_until_prior_psns(Env& env) {
            "the READ did not observe the WRITE posted before it");
 }
 
+void read_lost_request_after_tail_probe(Env& env) {
+    // One READ credit. The READ of 3 packets at PSN r is lost; the requester's tail probe, a
+    // re-read of the last packet at r + 2, arrives first and takes the only slot, waiting for
+    // r. The resent request at r must still be taken, or both would wait for ever.
+    ConnOptions o;
+    o.max_dest_rd_atomic = 1;
+    Conn c(env, o);
+    const Psn r = c.rq_psn();
+    const std::uint32_t mtu = c.mtu();
+    const std::uint32_t len = 2 * mtu + 100;
+    const std::uint64_t va = c.mr().addr() + 0x3000;
+    c.send(c.read_request(psn_add(r, 2), va + 2 * mtu, c.mr().rkey(), 100, 2 * mtu, 0,
+                          flag::kAckReq | flag::kRetx));
+    expect_window(c, r, {psn_add(r, 2)});
+    c.send(c.read_request(r, va, c.mr().rkey(), len, 0, 0, flag::kAckReq | flag::kRetx));
+    auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 3);
+        },
+        2000);
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack,
+           "the request the tail probe waits for was not taken: no ACK with cum_psn r + 3");
+    const auto more = c.collect(200);
+    seen.insert(seen.end(), more.begin(), more.end());
+    std::set<Psn> answered;
+    for (const Seen& s : seen) {
+        if (s.packet.bth.opcode == Opcode::ReadResponse) answered.insert(s.packet.bth.psn);
+    }
+    expect(answered.count(r) && answered.count(psn_add(r, 1)) && answered.count(psn_add(r, 2)),
+           format("%zu of the 3 READ response PSNs answered", answered.size()));
+}
+
 void read_duplicate_reexecuted(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
@@ -645,6 +677,10 @@ std::vector<Case> responder_cases() {
          "a READ_REQ part at offset 2*MTU: FIRST on its first response, msg_len = offset + "
          "length",
          read_part_response_format},
+        {"read_lost_request_after_tail_probe",
+         "one READ credit held by a tail probe ahead of a gap: the request that fills the gap is "
+         "still taken and both are answered",
+         read_lost_request_after_tail_probe},
         {"read_deferred_until_prior_psns",
          "a READ is executed only once the PSNs before it arrived, and sees the WRITE before it",
          read_deferred_until_prior_psns},
