@@ -648,10 +648,17 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 						    req);
 	struct metaroce_qp *qp = sqp->qp;
 	u64 limit = ib_timeout_ns(qp->attr.timeout);
-	u64 now_ns = ktime_get_ns();
-	u32 now = soft_now_us();
+	u64 now_ns;
+	u32 now;
 
 	spin_lock_bh(&req->lock);
+	/*
+	 * Read the clocks under the lock: a send that took it first may have
+	 * started a retry period later than a clock read before it, and the
+	 * period would then look ended at once.
+	 */
+	now_ns = ktime_get_ns();
+	now = soft_now_us();
 	if (READ_ONCE(sqp->dying))
 		goto out;
 	if (req->rnr_wait && (s32)(now - req->rnr_until_us) >= 0) {
