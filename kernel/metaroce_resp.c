@@ -239,12 +239,17 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 	return RX_PLACED;
 }
 
-/* Whether the part at the head of the READ queue waits for a PSN gap. */
+/* Whether the part at the head of a non-empty READ queue waits for a gap. */
 static bool head_read_waits(const struct soft_resp *resp)
 {
-	return resp->read_head != resp->read_tail &&
-	       soft_psn_diff(resp->reads[resp->read_head % SOFT_MAX_READS].psn,
+	return soft_psn_diff(resp->reads[resp->read_head % SOFT_MAX_READS].psn,
 			     resp->cum) >= 0;
+}
+
+/* Whether a READ part is queued and its turn has come. */
+static bool read_ready(const struct soft_resp *resp)
+{
+	return resp->read_head != resp->read_tail && !head_read_waits(resp);
 }
 
 /*
@@ -301,7 +306,8 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	 * earlier requests; the others queue in PSN order.
 	 */
 	run_first = soft_psn_diff(pkt->psn, resp->cum) < 0 ||
-		    (pkt->psn == resp->cum && head_read_waits(resp));
+		    (pkt->psn == resp->cum && resp->read_head != resp->read_tail &&
+		     head_read_waits(resp));
 	if (run_first)
 		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
 	else
@@ -427,10 +433,7 @@ ack:
 		nak.syndrome = resp->refuse_syndrome;
 		nak.nak_psn = resp->refuse_psn;
 	}
-	reads_ready = resp->read_head != resp->read_tail &&
-		      soft_psn_diff(resp->cum,
-				    resp->reads[resp->read_head %
-						SOFT_MAX_READS].psn) > 0;
+	reads_ready = read_ready(resp);
 	spin_unlock_bh(&resp->lock);
 
 	if (nak.syndrome) {
@@ -498,12 +501,11 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 
 		spin_lock_bh(&resp->lock);
 		pop_done_reads(resp);
-		r = &resp->reads[resp->read_head % SOFT_MAX_READS];
-		if (resp->read_head == resp->read_tail ||
-		    soft_psn_diff(resp->cum, r->psn) <= 0) {
+		if (!read_ready(resp)) {
 			spin_unlock_bh(&resp->lock);
 			break;
 		}
+		r = &resp->reads[resp->read_head % SOFT_MAX_READS];
 		off = r->sent;
 		len = min(qp->mtu, r->len - off);
 		psn = soft_psn_add(r->psn, off / qp->mtu);
