@@ -83,7 +83,12 @@ static ktime_t next_tick(struct soft_req *req)
 			       5000));
 }
 
-/* After a send: a lazy timer wakes up once a second packet is out. */
+/*
+ * After a send: a lazy timer wakes up once a second packet is out. Only a
+ * queued timer counts as armed: a callback running now may have seen
+ * nothing in flight and be about to stop for good (it leaves a timer that
+ * was started meanwhile queued).
+ */
 void soft_req_arm_timer(struct soft_req *req)
 {
 	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
@@ -91,7 +96,7 @@ void soft_req_arm_timer(struct soft_req *req)
 
 	if (READ_ONCE(sqp->dying))
 		return;
-	if (!hrtimer_active(&req->timer) ||
+	if (!hrtimer_is_queued(&req->timer) ||
 	    (req->timer_lazy && req->inflight > 1))
 		hrtimer_start(&req->timer, next_tick(req),
 			      HRTIMER_MODE_REL_SOFT);

@@ -447,7 +447,9 @@ ack:
 		}
 	} else if (READ_ONCE(resp->ack_due)) {
 		soft_ack_send(sqp, NULL);
-	} else if (!hrtimer_active(&resp->ack_timer) && !READ_ONCE(sqp->dying)) {
+	} else if (!hrtimer_is_queued(&resp->ack_timer) &&
+		   !READ_ONCE(sqp->dying)) {
+		/* Not "active": a running callback may have missed this PSN. */
 		hrtimer_start(&resp->ack_timer,
 			      soft_us(SOFT_DELAYED_ACK_US),
 			      HRTIMER_MODE_REL_SOFT);
