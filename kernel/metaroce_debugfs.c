@@ -57,6 +57,18 @@ static void show_resp(struct seq_file *m, struct soft_resp *resp)
 	spin_unlock_bh(&resp->lock);
 }
 
+/* Where the rings stand: a stall with WQEs posted but not taken shows here. */
+static void show_queues(struct seq_file *m, struct metaroce_qp *qp)
+{
+	struct soft_req *req = &qp->soft->req;
+
+	seq_printf(m, "  sq: posted %u taken %u sending %u completed %u doorbell_needed %u; rq: posted %u completed %u\n",
+		   metaroce_queue_producer(&qp->sq), READ_ONCE(req->fetch_index),
+		   READ_ONCE(req->send_index), READ_ONCE(qp->sq.own_index),
+		   READ_ONCE(qp->sq.hdr->doorbell_needed),
+		   metaroce_queue_producer(&qp->rq), READ_ONCE(qp->rq.own_index));
+}
+
 static int qps_show(struct seq_file *m, void *unused)
 {
 	struct metaroce_dev *mdev = m->private;
@@ -72,6 +84,7 @@ static int qps_show(struct seq_file *m, void *unused)
 			   qpn, qp->ibqp.qp_type, READ_ONCE(qp->state),
 			   qp->attr.dest_qp_num, qp->mtu);
 		if (qp->soft) {
+			show_queues(m, qp);
 			show_req(m, &qp->soft->req);
 			show_resp(m, &qp->soft->resp);
 		}
