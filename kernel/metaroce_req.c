@@ -366,9 +366,11 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 	if (plan_new(sqp, plan, min(window - req->inflight,
 				    SOFT_WINDOW - outstanding)))
 		return TX_MORE;
-	/* Taken WQEs with packets left wait for a fence or a read slot. */
-	return req->send_index != req->fetch_index || req->inflight ?
-	       TX_BLOCKED : TX_IDLE;
+	/*
+	 * Taken WQEs with packets left wait for a fence or a read slot.
+	 * Otherwise all that was posted is out, whether or not acknowledged.
+	 */
+	return req->send_index != req->fetch_index ? TX_BLOCKED : TX_IDLE;
 }
 
 static void fill_deth(struct metaroce_deth *deth,

@@ -38,9 +38,11 @@ void soft_qp_fail(struct metaroce_qp *qp)
 }
 
 /*
- * Nothing will run the worker again by itself (nothing to send, nothing in
- * flight): tell user space that new send WQEs need a doorbell, unless some
- * arrived meanwhile, in which case the worker runs.
+ * Everything posted is sent: tell user space that new send WQEs need a
+ * doorbell, unless some arrived meanwhile, in which case the worker runs.
+ * Also with packets in flight: waiting for their ACK to look at the ring
+ * again would hold a ping-pong's next message back whenever the peer's
+ * message overtook its ACK of ours.
  */
 void soft_sq_go_idle(struct metaroce_soft_qp *sqp)
 {
@@ -220,18 +222,18 @@ static bool soft_sq_drained(struct metaroce_qp *qp)
 
 /*
  * A user doorbell comes in process context (the post_send system call).
- * With nothing in flight, which is every post of a latency-bound
- * application, the run happens right here, as rxe does, sparing a switch
- * to the worker (which a busy-polling application delays); there is
- * nothing in flight for these packets to overtake. Otherwise, or while
- * another run is under way, the worker runs.
+ * The run happens right here, as rxe does, sparing a switch to the worker
+ * (which a busy-polling application delays). A doorbell rings only after
+ * a run sent all that was posted, so this run is short: a streaming
+ * sender keeps the doorbell off and its posts go with the worker's runs.
+ * While another run is under way or queued, the worker runs.
  */
 static void soft_sq_doorbell(struct metaroce_qp *qp)
 {
 	struct metaroce_soft_qp *sqp = qp->soft;
 
-	if (qp->is_user && !READ_ONCE(sqp->req.inflight) &&
-	    !work_pending(&sqp->tx_work) && mutex_trylock(&sqp->tx_mutex)) {
+	if (qp->is_user && !work_pending(&sqp->tx_work) &&
+	    mutex_trylock(&sqp->tx_mutex)) {
 		if (!READ_ONCE(sqp->dying))
 			soft_tx_run(sqp);
 		mutex_unlock(&sqp->tx_mutex);

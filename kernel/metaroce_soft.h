@@ -334,7 +334,7 @@ void soft_req_reset(struct metaroce_soft_qp *sqp);
 enum soft_tx_result {
 	TX_MORE,		/* budget used up, more to send */
 	TX_BLOCKED,		/* window, RNR wait or read limit: ACKs resume */
-	TX_IDLE,		/* nothing posted to send */
+	TX_IDLE,		/* all posted is sent: the next post rings */
 };
 
 enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
