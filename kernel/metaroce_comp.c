@@ -427,21 +427,50 @@ static u32 peer_has(struct soft_req *req, struct soft_pkt *e, u32 acked_before)
 	return 1;
 }
 
-static bool sack_bit(const struct soft_pkt_info *pkt, u32 i)
-{
-	return pkt->ack.sack[i / 32] & (0x80000000U >> (i % 32));
-}
-
 /* Whether an ACK claims any PSN at or past @psn_next, never sent. */
 static bool acks_unsent(const struct soft_pkt_info *pkt, u32 psn_next)
 {
 	s32 first = soft_psn_diff(psn_next, pkt->ack.cum_psn) - 1;
-	u32 i;
+	u32 w, word;
+	s32 skip;
 
-	for (i = max(first, 0); i < METAROCE_SACK_BITS; i++)
-		if (sack_bit(pkt, i))
+	/* A word at a time: bit 0 of the SACK is the word's top bit. */
+	for (w = 0; w < METAROCE_SACK_WORDS; w++) {
+		skip = first - 32 * (s32)w;
+		if (skip >= 32)
+			continue;
+		word = pkt->ack.sack[w];
+		if (skip > 0)
+			word &= 0xffffffffU >> skip;
+		if (word)
 			return true;
+	}
 	return false;
+}
+
+/*
+ * The selective part of an ACK: its set bits, in PSN order, up to the
+ * first PSN never sent. Returns how many packets it newly delivered.
+ */
+static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
+		  u32 acked_before)
+{
+	u32 delivered = 0, w, word, bit, psn;
+
+	for (w = 0; w < METAROCE_SACK_WORDS; w++) {
+		for (word = pkt->ack.sack[w]; word; word &= ~BIT(bit)) {
+			/* SACK bit 32 * w + 31 - bit: PSN order is MSB first. */
+			bit = __fls(word);
+			psn = soft_psn_add(pkt->ack.cum_psn, 32 * w + 32 - bit);
+			if (soft_psn_diff(psn, req->psn_next) >= 0)
+				return delivered;
+			if (soft_psn_diff(psn, req->psn_una) < 0)
+				continue;
+			delivered += peer_has(req, &req->pkts[psn % SOFT_WINDOW],
+					      acked_before);
+		}
+	}
+	return delivered;
 }
 
 void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
@@ -476,17 +505,7 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		delivered += peer_has(req, &req->pkts[soft_psn_add(req->psn_una,
 							   i) % SOFT_WINDOW],
 				      acked_before);
-	/* Selective part. */
-	for (i = 0; i < METAROCE_SACK_BITS; i++) {
-		u32 psn = soft_psn_add(cum, i + 1);
-		struct soft_pkt *e = &req->pkts[psn % SOFT_WINDOW];
-
-		if (soft_psn_diff(psn, req->psn_next) >= 0)
-			break;
-		if (soft_psn_diff(psn, req->psn_una) < 0 || !sack_bit(pkt, i))
-			continue;
-		delivered += peer_has(req, e, acked_before);
-	}
+	delivered += sacked(req, pkt, acked_before);
 	if (pkt->ack.syndrome != METAROCE_ACK)
 		handle_nak(sqp, pkt);
 	after_update(sqp, delivered, pkt->ack.ce_count, cum);
