@@ -239,10 +239,11 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 	return RX_PLACED;
 }
 
-/* Whether the part at the head of a non-empty READ queue waits for a gap. */
+/* Whether a READ part is queued and the one at the head waits for a gap. */
 static bool head_read_waits(const struct soft_resp *resp)
 {
-	return soft_psn_diff(resp->reads[resp->read_head % SOFT_MAX_READS].psn,
+	return resp->read_head != resp->read_tail &&
+	       soft_psn_diff(resp->reads[resp->read_head % SOFT_MAX_READS].psn,
 			     resp->cum) >= 0;
 }
 
@@ -306,8 +307,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	 * earlier requests; the others queue in PSN order.
 	 */
 	run_first = soft_psn_diff(pkt->psn, resp->cum) < 0 ||
-		    (pkt->psn == resp->cum && resp->read_head != resp->read_tail &&
-		     head_read_waits(resp));
+		    (pkt->psn == resp->cum && head_read_waits(resp));
 	if (run_first)
 		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
 	else
