@@ -449,8 +449,8 @@ static bool acks_unsent(const struct soft_pkt_info *pkt, u32 psn_next)
 }
 
 /*
- * The selective part of an ACK: its set bits, in PSN order, up to the
- * first PSN never sent. Returns how many packets it newly delivered.
+ * The selective part of an ACK, whose bits acks_unsent() found all on
+ * PSNs sent. Returns how many packets it newly delivered.
  */
 static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 		  u32 acked_before)
@@ -462,8 +462,6 @@ static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 			/* SACK bit 32 * w + 31 - bit: PSN order is MSB first. */
 			bit = __fls(word);
 			psn = soft_psn_add(pkt->ack.cum_psn, 32 * w + 32 - bit);
-			if (soft_psn_diff(psn, req->psn_next) >= 0)
-				return delivered;
 			if (soft_psn_diff(psn, req->psn_una) < 0)
 				continue;
 			delivered += peer_has(req, &req->pkts[psn % SOFT_WINDOW],
@@ -709,7 +707,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 			goto out;
 		}
 	}
-	/* Someone re-armed it meanwhile (an RNR NAK): that one stands. */
+	/* Re-armed meanwhile (a send, an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
 	hrtimer_forward_now(timer, next_tick(req));
