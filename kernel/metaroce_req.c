@@ -412,6 +412,18 @@ static struct sk_buff *build_copied(struct metaroce_qp *qp,
 	return skb;
 }
 
+/*
+ * Whether a single packet should carry the registered pages rather than a
+ * copy: not for a small payload, where the copy costs less than the page
+ * references, and not when the netdev takes no fragments, because the
+ * stack would then copy them into a freshly allocated linear buffer.
+ */
+static bool attach_pays(const struct metaroce_qp *qp, u32 len)
+{
+	return len > SOFT_TX_COPYBREAK &&
+	       (qp->mdev->ndev->features & NETIF_F_SG);
+}
+
 static struct sk_buff *build_packet(struct metaroce_qp *qp,
 				    const struct tx_plan *plan)
 {
@@ -423,7 +435,8 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 				     0);
 		if (skb)
 			fill_rreq((void *)skb->data + METAROCE_BTH_LEN, plan);
-	} else if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
+	} else if (swqe->wqe.flags & METAROCE_WQE_INLINE ||
+		   !attach_pays(qp, plan->len)) {
 		skb = build_copied(qp, plan);
 	} else {
 		/* Zero copy: the registered pages become the payload. */

@@ -46,6 +46,8 @@
 #define SOFT_TX_BUDGET		64
 /* Consecutive packets of a message sent as one GSO batch, at most. */
 #define SOFT_TX_BATCH		16
+/* Payloads up to this size are copied into the packet, not attached. */
+#define SOFT_TX_COPYBREAK	256
 
 struct metaroce_mr;
 
