@@ -84,6 +84,18 @@ static ktime_t next_tick(struct soft_req *req)
 }
 
 /*
+ * A lazy timer may expire up to a scheduler tick late: it then expires
+ * with the tick instead of programming the clock event device, once when
+ * armed and once when cancelled by the ACK. Under emulation that costs
+ * as much as the rest of a small message; a tail-loss probe does not need
+ * the precision.
+ */
+static u64 tick_slack(const struct soft_req *req)
+{
+	return req->timer_lazy ? TICK_NSEC : 0;
+}
+
+/*
  * After a send: a lazy timer wakes up once a second packet is out. Only a
  * queued timer counts as armed: a callback running now may have seen
  * nothing in flight and be about to stop for good (it leaves a timer that
@@ -93,13 +105,16 @@ void soft_req_arm_timer(struct soft_req *req)
 {
 	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
 						    req);
+	ktime_t next;
 
 	if (READ_ONCE(sqp->dying))
 		return;
 	if (!hrtimer_is_queued(&req->timer) ||
-	    (req->timer_lazy && req->inflight > 1))
-		hrtimer_start(&req->timer, next_tick(req),
-			      HRTIMER_MODE_REL_SOFT);
+	    (req->timer_lazy && req->inflight > 1)) {
+		next = next_tick(req);
+		hrtimer_start_range_ns(&req->timer, next, tick_slack(req),
+				       HRTIMER_MODE_REL_SOFT);
+	}
 }
 
 /* RFC 6298: SRTT + 4 RTTVAR, within [SOFT_MIN_RTO_US, SOFT_MAX_RTO_US]. */
@@ -670,6 +685,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 						    req);
 	struct metaroce_qp *qp = sqp->qp;
 	u64 limit = ib_timeout_ns(qp->attr.timeout);
+	ktime_t next;
 	u64 now_ns;
 	u32 now;
 
@@ -710,7 +726,10 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	/* Re-armed meanwhile (a send, an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
-	hrtimer_forward_now(timer, next_tick(req));
+	next = next_tick(req);
+	hrtimer_set_expires_range_ns(timer,
+				     ktime_add(hrtimer_cb_get_time(timer), next),
+				     tick_slack(req));
 	spin_unlock_bh(&req->lock);
 	return HRTIMER_RESTART;
 out:
