@@ -111,6 +111,7 @@ void soft_req_arm_timer(struct soft_req *req)
 		return;
 	if (!hrtimer_is_queued(&req->timer) ||
 	    (req->timer_lazy && req->inflight > 1)) {
+		/* next_tick() decides timer_lazy, which sets the slack. */
 		next = next_tick(req);
 		hrtimer_start_range_ns(&req->timer, next, tick_slack(req),
 				       HRTIMER_MODE_REL_SOFT);
@@ -726,7 +727,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	/* Re-armed meanwhile (a send, an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
-	next = next_tick(req);
+	next = next_tick(req);	/* before tick_slack(): it sets timer_lazy */
 	hrtimer_set_expires_range_ns(timer,
 				     ktime_add(hrtimer_cb_get_time(timer), next),
 				     tick_slack(req));

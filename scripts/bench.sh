@@ -5,7 +5,7 @@
 # (0.1% to 10%) and reordering. Prints medians and ratios and writes
 # docs/results/bench.md and docs/results/loss-sweep.png. Performance is
 # only ever compared within one run. Each repetition boots its own VMs: a
-# VM whose emulated NIC stops transmitting (seen once) spoils that
+# VM whose emulated NIC stops transmitting (seen twice) spoils that
 # repetition only.
 #
 #   BENCH_REPS=3 BENCH_DURATION=8 BENCH_LOSSES="0.1 1 5 10" scripts/bench.sh
