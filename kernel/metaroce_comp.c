@@ -64,35 +64,30 @@ static u32 probe_timeout_us(const struct soft_req *req)
 }
 
 /*
- * When the timer looks next, within [250 us, 5 ms]. With packets that a
- * later one may overtake, every half round trip: the time rule of loss
- * detection. With one packet out and nothing lost or probed, no time rule
- * applies and only the tail-loss probe can fall due: the timer sleeps until
- * then (lazy), so a latency-bound QP takes no timer interrupt per message.
+ * When the timer looks next, within [250 us, 5 ms], and how late it may
+ * be (*@slack). With packets that a later one may overtake, every half
+ * round trip, punctually: the time rule of loss detection. With one packet
+ * out and nothing lost or probed, no time rule applies and only the
+ * tail-loss probe can fall due: the timer sleeps until then (lazy), so a
+ * latency-bound QP takes no timer interrupt per message, and may expire up
+ * to a scheduler tick late, with the tick, instead of programming the
+ * clock event device when armed and again when the ACK cancels it (under
+ * emulation that costs as much as the rest of a small message).
  */
-static ktime_t next_tick(struct soft_req *req)
+static ktime_t next_tick(struct soft_req *req, u64 *slack)
 {
 	s32 quiet;
 
 	req->timer_lazy = req->inflight <= 1 && !req->nr_lost &&
 			  !req->rnr_wait && !req->probes;
-	if (!req->timer_lazy)
+	if (!req->timer_lazy) {
+		*slack = 0;
 		return soft_us(clamp_t(u32, req->srtt_us / 2, 250, 5000));
+	}
+	*slack = TICK_NSEC;
 	quiet = soft_now_us() - req->delivered_us;
 	return soft_us(clamp_t(s32, (s32)probe_timeout_us(req) - quiet, 250,
 			       5000));
-}
-
-/*
- * A lazy timer may expire up to a scheduler tick late: it then expires
- * with the tick instead of programming the clock event device, once when
- * armed and once when cancelled by the ACK. Under emulation that costs
- * as much as the rest of a small message; a tail-loss probe does not need
- * the precision.
- */
-static u64 tick_slack(const struct soft_req *req)
-{
-	return req->timer_lazy ? TICK_NSEC : 0;
 }
 
 /*
@@ -106,14 +101,14 @@ void soft_req_arm_timer(struct soft_req *req)
 	struct metaroce_soft_qp *sqp = container_of(req, struct metaroce_soft_qp,
 						    req);
 	ktime_t next;
+	u64 slack;
 
 	if (READ_ONCE(sqp->dying))
 		return;
 	if (!hrtimer_is_queued(&req->timer) ||
 	    (req->timer_lazy && req->inflight > 1)) {
-		/* next_tick() decides timer_lazy, which sets the slack. */
-		next = next_tick(req);
-		hrtimer_start_range_ns(&req->timer, next, tick_slack(req),
+		next = next_tick(req, &slack);
+		hrtimer_start_range_ns(&req->timer, next, slack,
 				       HRTIMER_MODE_REL_SOFT);
 	}
 }
@@ -687,7 +682,7 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	struct metaroce_qp *qp = sqp->qp;
 	u64 limit = ib_timeout_ns(qp->attr.timeout);
 	ktime_t next;
-	u64 now_ns;
+	u64 now_ns, slack;
 	u32 now;
 
 	spin_lock_bh(&req->lock);
@@ -727,10 +722,10 @@ enum hrtimer_restart soft_req_timer_fn(struct hrtimer *timer)
 	/* Re-armed meanwhile (a send, an RNR NAK): that one stands. */
 	if (hrtimer_is_queued(timer))
 		goto out;
-	next = next_tick(req);	/* before tick_slack(): it sets timer_lazy */
+	next = next_tick(req, &slack);
 	hrtimer_set_expires_range_ns(timer,
 				     ktime_add(hrtimer_cb_get_time(timer), next),
-				     tick_slack(req));
+				     slack);
 	spin_unlock_bh(&req->lock);
 	return HRTIMER_RESTART;
 out:
