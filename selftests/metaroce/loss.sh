@@ -90,17 +90,25 @@ counter() {
 		grep "^$2 "
 }
 
-# path0 FIELD: a field of path 0 of h1's RC QP in RTS, from debugfs.
+# rts_qpn: the number of h1's first RC QP in RTS, from debugfs.
+rts_qpn() {
+	awk '/^qp / && $4 == 2 && $6 == 3 { sub(":", "", $2); print $2; exit }' \
+		/sys/kernel/debug/metaroce/mr1/qps
+}
+
+# path0 QPN FIELD: a field of path 0 of h1's QP QPN, from debugfs.
 path0() {
-	awk -v field="$1" '/^qp / { rc = ($4 == 2 && $6 == 3) }
-		rc && /path 0:/ { for (i = 1; i < NF; i++)
+	awk -v qpn="$1:" -v field="$2" '/^qp / { mine = ($2 == qpn) }
+		mine && /path 0:/ { for (i = 1; i < NF; i++)
 			if ($i == field) { print $(i + 1); exit } }' \
 		/sys/kernel/debug/metaroce/mr1/qps
 }
 
 test_black_hole() {
-	local port=$((19000 + RANDOM % 1000)) sport state rc=0 failed_before
+	local port=$((19000 + RANDOM % 1000)) qpn sport state rc=0 failed_before
 	failed_before=$(counter mr1 path_failed | cut -d' ' -f2)
+	# The QP to watch must be this transfer's, not one still going away.
+	wait_until 10 eval '[[ -z $(rts_qpn) ]]'
 	ip netns exec h2 "$XFER" -d mr2 -o write -p "$port" \
 		>/tmp/xfer-server.log 2>&1 &
 	local srv=$!
@@ -108,17 +116,20 @@ test_black_hole() {
 	ip netns exec h1 "$XFER" -d mr1 -o write -p "$port" -D 10 10.4.2.2 \
 		>/tmp/xfer-client.log 2>&1 &
 	local cli=$!
-	wait_until 20 eval '[[ -n $(path0 sport) ]]'
-	sport=$(path0 sport)
-	echo "black-holing UDP source port $sport on every r1->r2 link"
+	wait_until 20 eval '[[ -n $(rts_qpn) ]]'
+	qpn=$(rts_qpn)
+	sport=$(path0 "$qpn" sport)
+	echo "black-holing UDP source port $sport of QP $qpn on every r1->r2 link"
 	for l in $(seq $LINKS); do
 		ip netns exec r1 tc qdisc add dev "r2-$l" clsact
 		ip netns exec r1 tc filter add dev "r2-$l" egress protocol ip \
 			u32 match ip sport "$sport" 0xffff action drop
 	done
-	busybox sleep 2
-	state=$(path0 state)
-	echo "path 0 after 2 s: state $state, sent $(path0 sent), lost $(path0 lost)"
+	# The probe timeouts of a failing path add up to well under a second.
+	wait_until 4 eval '[[ $(path0 "$qpn" state) == failed ]]' || true
+	state=$(path0 "$qpn" state)
+	echo "path 0: state $state, sent $(path0 "$qpn" sent), lost $(path0 "$qpn" lost)"
+	[[ $state == failed ]] || cat /sys/kernel/debug/metaroce/mr1/qps
 	wait "$cli" || rc=$?
 	wait "$srv" || rc=$?
 	cat /tmp/xfer-client.log /tmp/xfer-server.log
