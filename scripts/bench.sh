@@ -6,7 +6,7 @@
 # docs/results/bench.md and docs/results/loss-sweep.png. Performance is
 # only ever compared within one run. Each repetition boots its own VMs: a
 # VM whose emulated NIC stops transmitting (seen twice) spoils that
-# repetition only.
+# repetition only. Which device runs first alternates between repetitions.
 #
 #   BENCH_REPS=3 BENCH_DURATION=8 BENCH_LOSSES="0.1 1 5 10" scripts/bench.sh
 #   BENCH_LOSSES= scripts/bench.sh        # clean link only
@@ -27,9 +27,12 @@ fi
 run_dir=$(mktemp -d)
 : >"$run_dir/bench-results.txt"
 for rep in $(seq "$reps"); do
-	echo "== repetition $rep of $reps"
+	first=rxe0
+	((rep % 2)) || first=mr0
+	echo "== repetition $rep of $reps ($first first)"
 	selftests/vm/vmrun --vms 2 --links 1 --timeout 1800 \
-		--keep-scratch "$run_dir/rep$rep" "${env_args[@]}" -- \
+		--keep-scratch "$run_dir/rep$rep" "${env_args[@]}" \
+		--env "BENCH_FIRST=$first" -- \
 		selftests/bench/perf.sh | grep -v '^\[vm0\]' ||
 		echo "# repetition $rep: the VMs did not finish cleanly"
 	cat "$run_dir/rep$rep/bench-results.txt" \

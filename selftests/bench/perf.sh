@@ -15,7 +15,13 @@ REPS=${BENCH_REPS:-3}
 DURATION=${BENCH_DURATION:-8}
 LAT_ITERS=${BENCH_LAT_ITERS:-5000}
 LOSSES=${BENCH_LOSSES-0.1 1 5 10}
-DEVS=(rxe0 mr0)
+# Which device goes first in each pair of runs: scripts/bench.sh swaps it
+# between repetitions, so that neither always runs on a freshly booted VM.
+if [[ ${BENCH_FIRST:-rxe0} == mr0 ]]; then
+	DEVS=(mr0 rxe0)
+else
+	DEVS=(rxe0 mr0)
+fi
 RESULTS=$VM_SCRATCH/bench-results.txt
 
 vm_link_setup
