@@ -25,7 +25,7 @@
 #define SOFT_MAX_READS		METAROCE_MAX_RD_ATOMIC
 #define SOFT_REORDER_ALLOWANCE	8
 #define SOFT_MAX_REORDER	(SOFT_WINDOW / 2)
-#define SOFT_ACK_EVERY		16
+#define SOFT_ACK_EVERY		32
 #define SOFT_DELAYED_ACK_US	200
 /* Above scheduling noise of a software transport (a busy CPU, a VM). */
 #define SOFT_MIN_RTO_US		5000

@@ -510,16 +510,23 @@ TEST_F(ReceiverTest, ReadAtCumPsnIsAcceptedWhenTheReadsHeldWaitForIt) {
     EXPECT_EQ(responses[2].bth.psn, 102u);
 }
 
-TEST_F(ReceiverTest, AcksEvery16PacketsWithoutOtherTriggers) {
-    const auto data = pattern_bytes(40 * kMtu, 15);
+TEST_F(ReceiverTest, AcksEvery32PacketsWithoutOtherTriggers) {
+    // protocol.md section 11: a streaming sender draws an ACK per 32 packets.
+    const auto data = pattern_bytes(64 * kMtu, 9);
     auto packets = write_message(100, kWriteBase, data, 0);
     for (auto& p : packets) p.bth.flags &= ~kAckReq;
-    for (int i = 0; i < 15; ++i) deliver(packets[i]);
+    for (std::size_t k = 0; k < 31; ++k) deliver(packets[k]);
     EXPECT_TRUE(sent().empty());
-    deliver(packets[15]);
-    const auto a = acks();
+    deliver(packets[31]);
+    auto a = acks();
     ASSERT_EQ(a.size(), 1u);
-    EXPECT_EQ(a[0].ack().cum_psn, 116u);
+    EXPECT_EQ(a[0].ack().cum_psn, 132u);
+    for (std::size_t k = 32; k < 63; ++k) deliver(packets[k]);
+    EXPECT_TRUE(sent().empty());
+    deliver(packets[63]);
+    a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().cum_psn, 164u);
 }
 
 TEST_F(ReceiverTest, DelayedAckTimer) {

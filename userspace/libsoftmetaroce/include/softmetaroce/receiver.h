@@ -36,7 +36,7 @@ struct ReceiverConfig {
     unsigned num_paths = 8;                 // our own paths, for ACKs and READ responses
     std::uint8_t min_rnr_timer = 1;         // IB encoding, sent in RNR NAKs (1: 10 us)
     std::uint32_t max_dest_rd_atomic = 16;  // READs accepted but not yet executed
-    std::uint32_t ack_every = 16;           // data packets per ACK without other triggers
+    std::uint32_t ack_every = 32;           // data packets per ACK without other triggers
     TimeUs delayed_ack_us = 200;
     std::uint32_t receive_budget = 512;  // fair-share budget when no tracker is shared
 };
