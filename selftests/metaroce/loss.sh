@@ -104,39 +104,50 @@ path0() {
 		/sys/kernel/debug/metaroce/mr1/qps
 }
 
+# black_hole ACTION SPORT: add or delete a drop of UDP source port SPORT on
+# every r1->r2 link, in one tc process (a slow VM takes seconds per process).
+black_hole() {
+	local l
+	for l in $(seq $LINKS); do
+		if [[ $1 == add ]]; then
+			echo "qdisc add dev r2-$l clsact"
+			echo "filter add dev r2-$l egress protocol ip u32 match ip sport $2 0xffff action drop"
+		else
+			echo "qdisc del dev r2-$l clsact"
+		fi
+	done | ip netns exec r1 tc -batch -
+}
+
 test_black_hole() {
 	local port=$((19000 + RANDOM % 1000)) qpn sport state rc=0 failed_before
+	local running=yes
 	failed_before=$(counter mr1 path_failed | cut -d' ' -f2)
 	# The QP to watch must be this transfer's, not one still going away.
 	wait_until 10 eval '[[ -z $(rts_qpn) ]]'
 	ip netns exec h2 "$XFER" -d mr2 -o write -p "$port" \
 		>/tmp/xfer-server.log 2>&1 &
 	local srv=$!
-	# Long enough that most of it runs with the path black-holed.
-	ip netns exec h1 "$XFER" -d mr1 -o write -p "$port" -D 10 10.4.2.2 \
+	# Long enough that most of it runs with the path black-holed, even
+	# on a VM slowed by a busy host.
+	ip netns exec h1 "$XFER" -d mr1 -o write -p "$port" -D 20 10.4.2.2 \
 		>/tmp/xfer-client.log 2>&1 &
 	local cli=$!
 	wait_until 20 eval '[[ -n $(rts_qpn) ]]'
 	qpn=$(rts_qpn)
 	sport=$(path0 "$qpn" sport)
 	echo "black-holing UDP source port $sport of QP $qpn on every r1->r2 link"
-	for l in $(seq $LINKS); do
-		ip netns exec r1 tc qdisc add dev "r2-$l" clsact
-		ip netns exec r1 tc filter add dev "r2-$l" egress protocol ip \
-			u32 match ip sport "$sport" 0xffff action drop
-	done
+	black_hole add "$sport"
 	# The probe timeouts of a failing path add up to well under a second.
 	wait_until 4 eval '[[ $(path0 "$qpn" state) == failed ]]' || true
 	state=$(path0 "$qpn" state)
-	echo "path 0: state $state, sent $(path0 "$qpn" sent), lost $(path0 "$qpn" lost)"
+	kill -0 "$cli" 2>/dev/null || running=no
+	echo "path 0: state $state, sent $(path0 "$qpn" sent), lost $(path0 "$qpn" lost); transfer still running: $running"
 	[[ $state == failed ]] || cat /sys/kernel/debug/metaroce/mr1/qps
 	wait "$cli" || rc=$?
 	wait "$srv" || rc=$?
 	cat /tmp/xfer-client.log /tmp/xfer-server.log
-	for l in $(seq $LINKS); do
-		ip netns exec r1 tc qdisc del dev "r2-$l" clsact
-	done
-	((rc == 0)) && [[ $state == failed ]] &&
+	black_hole del
+	((rc == 0)) && [[ $state == failed && $running == yes ]] &&
 		(($(counter mr1 path_failed | cut -d' ' -f2) > failed_before))
 }
 
