@@ -7,9 +7,6 @@
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
 
-/* Out-of-order packets are acknowledged at once when this many wait. */
-#define ACK_OOO_MIN	4
-
 /* Counts @resp's connection as active in this millisecond. */
 static void note_active(struct metaroce_dev *mdev, struct soft_resp *resp)
 {
@@ -30,7 +27,7 @@ static u16 fair_share(struct metaroce_dev *mdev)
 	u32 senders = max3(READ_ONCE(mdev->fs_active),
 			   (u32)atomic_read(&mdev->fs_count), 1U);
 
-	return max_t(u32, SOFT_RX_BUDGET / senders, 4);
+	return max_t(u32, METAROCE_RX_BUDGET / senders, 4);
 }
 
 /*
@@ -56,9 +53,9 @@ void soft_ack_note_data(struct metaroce_soft_qp *sqp,
 	note_active(sqp->qp->mdev, resp);
 
 	if ((pkt->flags & METAROCE_F_ACK_REQ) ||
-	    resp->unacked >= SOFT_ACK_EVERY ||
+	    resp->unacked >= METAROCE_ACK_EVERY ||
 	    (soft_psn_diff(resp->cum, pkt->psn) <= 0 &&
-	     resp->unacked >= ACK_OOO_MIN))
+	     resp->unacked >= METAROCE_ACK_AHEAD_OF_GAP))
 		resp->ack_due = true;
 }
 

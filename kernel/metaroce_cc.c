@@ -50,7 +50,7 @@ void soft_cc_on_ack(struct soft_cc *cc, u32 delivered, u32 ce_count,
 
 void soft_cc_on_rto(struct soft_cc *cc)
 {
-	cc->cwnd = max_t(u32, cc->cwnd / 2, SOFT_RTO_MIN_CWND * CWND_ONE);
+	cc->cwnd = max_t(u32, cc->cwnd / 2, METAROCE_RTO_MIN_CWND * CWND_ONE);
 }
 
 /* Packets that may be in flight. */

@@ -59,8 +59,9 @@ void soft_sq_retire(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 static u32 probe_timeout_us(const struct soft_req *req)
 {
 	if (!req->srtt_us)
-		return SOFT_INITIAL_RTO_US;
-	return max3(2 * req->srtt_us, req->srtt_us + 4 * req->rttvar_us, 1000U);
+		return METAROCE_INITIAL_RTO_US;
+	return max3(2 * req->srtt_us, req->srtt_us + 4 * req->rttvar_us,
+		    (u32)METAROCE_MIN_PROBE_US);
 }
 
 /*
@@ -113,13 +114,13 @@ void soft_req_arm_timer(struct soft_req *req)
 	}
 }
 
-/* RFC 6298: SRTT + 4 RTTVAR, within [SOFT_MIN_RTO_US, SOFT_MAX_RTO_US]. */
+/* RFC 6298: SRTT + 4 RTTVAR, within the protocol's RTO bounds. */
 static u32 rto_from_rtt(const struct soft_req *req)
 {
 	if (!req->srtt_us)
-		return SOFT_INITIAL_RTO_US;
+		return METAROCE_INITIAL_RTO_US;
 	return clamp_t(u32, req->srtt_us + 4 * req->rttvar_us,
-		       SOFT_MIN_RTO_US, SOFT_MAX_RTO_US);
+		       METAROCE_MIN_RTO_US, METAROCE_MAX_RTO_US);
 }
 
 /* RFC 6298 estimators over all paths. */
@@ -190,8 +191,9 @@ static void declare_lost(struct metaroce_dev *mdev, struct soft_req *req,
 static u32 reorder_window_us(const struct soft_req *req)
 {
 	if (!req->srtt_us)
-		return SOFT_INITIAL_RTO_US;
-	return req->srtt_us + max_t(u32, req->srtt_us / 2, SOFT_MIN_REORDER_US);
+		return METAROCE_INITIAL_RTO_US;
+	return req->srtt_us +
+	       max_t(u32, req->srtt_us / 2, METAROCE_MIN_REORDER_US);
 }
 
 /*
@@ -210,7 +212,7 @@ static s32 sent_later_and_arrived(const struct soft_req *req,
 
 /*
  * A packet is lost once a packet sent after it has arrived, and either
- * SOFT_REORDER_ALLOWANCE transmissions after it did, or it has been out
+ * METAROCE_REORDER_ALLOWANCE transmissions after it did, or it has been out
  * longer than a round trip plus a reordering allowance. Returns whether it
  * declared anything lost.
  */
@@ -223,7 +225,7 @@ static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 	 * A READ's responses leave the responder in order: one missing this
 	 * long after a later one arrived is lost.
 	 */
-	u32 gap = max_t(u32, req->srtt_us / 2, SOFT_MIN_REORDER_US);
+	u32 gap = max_t(u32, req->srtt_us / 2, METAROCE_MIN_REORDER_US);
 	bool any = false;
 	u32 i;
 
@@ -374,7 +376,7 @@ static void decay_reordering(struct soft_req *req)
 	if (soft_psn_diff(req->psn_una, req->reorder_decay_psn) < 0)
 		return;
 	req->reorder = max_t(u32, req->reorder - req->reorder / 8,
-			     SOFT_REORDER_ALLOWANCE);
+			     METAROCE_REORDER_ALLOWANCE);
 	req->reorder_decay_psn = soft_psn_add(req->psn_una, SOFT_WINDOW);
 }
 
@@ -416,7 +418,8 @@ static void note_reordering(struct soft_req *req, const struct soft_pkt *e,
 	if (e->retx || overtaken <= 0)
 		return;
 	req->reorder = clamp_t(u32, max_t(u32, req->reorder, overtaken + 1),
-			       SOFT_REORDER_ALLOWANCE, SOFT_MAX_REORDER);
+			       METAROCE_REORDER_ALLOWANCE,
+			       METAROCE_MAX_REORDER_ALLOWANCE);
 }
 
 /*
@@ -500,7 +503,7 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	}
 
 	rtt = (s32)(soft_now_us() - pkt->ack.ts_echo);
-	if (rtt >= 0 && rtt < (s32)SOFT_MAX_RTO_US) {
+	if (rtt >= 0 && rtt < (s32)METAROCE_MAX_RTO_US) {
 		soft_rtt_sample(req, rtt);
 		if (pkt->ack.echo_path < req->num_paths)
 			soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
@@ -633,7 +636,7 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 
 	if (!req->inflight || quiet < (s32)pto)
 		return false;
-	if (req->probes < SOFT_MAX_PROBES) {
+	if (req->probes < METAROCE_MAX_PROBES) {
 		req->probes++;
 		metaroce_count(sqp->qp->mdev, TAIL_PROBES);
 		probe_tail(sqp);
@@ -642,7 +645,7 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 	if (quiet < (s32)rto || !expire_packets(sqp, now, rto))
 		return false;
 	metaroce_count(sqp->qp->mdev, RTO_EXPIRED);
-	req->rto_us = min_t(u32, 2 * req->rto_us, SOFT_MAX_RTO_US);
+	req->rto_us = min_t(u32, 2 * req->rto_us, METAROCE_MAX_RTO_US);
 	/* The next timeout is a full (backed off) RTO away. */
 	req->delivered_us = now;
 	soft_cc_on_rto(&req->cc);

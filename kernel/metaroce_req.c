@@ -36,7 +36,7 @@ void soft_req_init(struct metaroce_soft_qp *sqp)
 	hrtimer_init(&req->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
 	req->timer.function = soft_req_timer_fn;
 	soft_cc_init(&req->cc);
-	req->rto_us = SOFT_INITIAL_RTO_US;
+	req->rto_us = METAROCE_INITIAL_RTO_US;
 }
 
 /* Starts sending from the QP's sq_psn: the RTR to RTS transition. */
@@ -51,14 +51,14 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->tx_seq = 0;
 	req->acked_tx_seq = 0;
 	req->response_tx_seq = 0;
-	req->reorder = SOFT_REORDER_ALLOWANCE;
+	req->reorder = METAROCE_REORDER_ALLOWANCE;
 	req->reorder_decay_psn = sq_psn;
 	req->nr_lost = 0;
 	req->inflight = 0;
 	req->reads = 0;
 	req->srtt_us = 0;
 	req->rttvar_us = 0;
-	req->rto_us = SOFT_INITIAL_RTO_US;
+	req->rto_us = METAROCE_INITIAL_RTO_US;
 	req->probes = 0;
 	req->retries = 0;
 	req->rnr_retries = 0;

@@ -451,7 +451,7 @@ ack:
 		   !READ_ONCE(sqp->dying)) {
 		/* Not "active": a running callback may have missed this PSN. */
 		hrtimer_start(&resp->ack_timer,
-			      soft_us(SOFT_DELAYED_ACK_US),
+			      soft_us(METAROCE_DELAYED_ACK_US),
 			      HRTIMER_MODE_REL_SOFT);
 	}
 	if (reads_ready)

@@ -23,25 +23,14 @@
 #define SOFT_READ_PART		64
 /* READ_REQ parts a responder holds at once. */
 #define SOFT_MAX_READS		METAROCE_MAX_RD_ATOMIC
-#define SOFT_REORDER_ALLOWANCE	8
-#define SOFT_MAX_REORDER	(SOFT_WINDOW / 2)
-#define SOFT_ACK_EVERY		32
-#define SOFT_DELAYED_ACK_US	200
-/* Above scheduling noise of a software transport (a busy CPU, a VM). */
-#define SOFT_MIN_RTO_US		5000
-#define SOFT_INITIAL_RTO_US	20000
-/* A packet sent before a delivered one is lost after srtt + this. */
-#define SOFT_MIN_REORDER_US	1000
-/* Tail-loss probes before a full retransmission timeout. */
-#define SOFT_MAX_PROBES		2
-#define SOFT_MAX_RTO_US		(2 * USEC_PER_SEC)
-/* Start at the full window, as RoCE NICs start at line rate; ECN marks
+/*
+ * ACK, loss detection and RTO counts and times are the protocol's defaults
+ * (METAROCE_* in metaroce_wire.h), shared with the C++ model.
+ *
+ * Start at the full window, as RoCE NICs start at line rate; ECN marks
  * bring it down.
  */
 #define SOFT_INITIAL_CWND	SOFT_WINDOW
-/* An RTO halves the window, but not below this. */
-#define SOFT_RTO_MIN_CWND	16
-#define SOFT_RX_BUDGET		512	/* fair-share budget, packets */
 /* Packets a transmit run sends before yielding the CPU. */
 #define SOFT_TX_BUDGET		64
 /* Consecutive packets of a message sent as one GSO batch, at most. */
@@ -139,7 +128,7 @@ struct soft_req {
 	u32 response_seen_us;		/* when response_tx_seq last moved */
 	/*
 	 * Transmissions after a packet that may arrive before it: grows with
-	 * the reordering seen, decays back to SOFT_REORDER_ALLOWANCE.
+	 * the reordering seen, decays back to METAROCE_REORDER_ALLOWANCE.
 	 */
 	u32 reorder;
 	u32 reorder_decay_psn;		/* next decay when psn_una passes it */

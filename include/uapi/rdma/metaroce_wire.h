@@ -180,6 +180,26 @@ static inline __u32 metaroce_segment_size(__u32 path_mtu)
 	return path_mtu == 1024 ? METAROCE_SEGMENT_ETH1500 : path_mtu;
 }
 
+/*
+ * Protocol defaults (protocol.md sections 8, 10 and 11): the counts and
+ * times of ACK generation, loss detection and recovery that every
+ * implementation (the soft-NIC, the C++ model) starts from. Times in
+ * microseconds, counts in packets.
+ */
+#define METAROCE_ACK_EVERY		32	/* data packets per ACK */
+#define METAROCE_DELAYED_ACK_US		200
+#define METAROCE_ACK_AHEAD_OF_GAP	4	/* unacknowledged, ahead of a gap */
+#define METAROCE_REORDER_ALLOWANCE	8	/* the count rule, at the start */
+#define METAROCE_MAX_REORDER_ALLOWANCE	128
+#define METAROCE_MIN_REORDER_US		1000	/* the time rule's floor */
+#define METAROCE_MIN_PROBE_US		1000	/* tail-loss probe floor */
+#define METAROCE_MAX_PROBES		2	/* tail-loss probes in a row */
+#define METAROCE_MIN_RTO_US		5000
+#define METAROCE_INITIAL_RTO_US		20000	/* before the first RTT sample */
+#define METAROCE_MAX_RTO_US		2000000
+#define METAROCE_RTO_MIN_CWND		16	/* a timeout halves cwnd to this */
+#define METAROCE_RX_BUDGET		512	/* the fair-share hint's budget */
+
 /* Serial-number comparison of 24-bit PSNs: a - b in [-2^23, 2^23). */
 static inline __s32 metaroce_psn_diff(__u32 a, __u32 b)
 {
