@@ -20,7 +20,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
-    requests_.push_back(Request{range, now, now, std::vector<bool>(range.size(), false)});
+    requests_.push_back(Request{range, now, std::vector<bool>(range.size(), false), {}, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -35,7 +35,7 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, now, counts_from, std::vector<bool>(range.size(), false)});
+    requests_.push_back(Request{range, counts_from, std::vector<bool>(range.size(), false), {}, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         cover_[i] = request;
         lost_[i] = false;
@@ -51,12 +51,17 @@ void ReadTracker::on_accepted(std::uint32_t index, TimeUs now) {
     if (awaiting_++ == 0) last_activity_ = now;
 }
 
-ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now,
-                                              TimeUs reorder_window) {
+ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, TimeUs gap) {
     last_activity_ = now;
     const std::uint32_t request = cover_[index];
     Request& r = requests_[request];
-    if (now >= r.counts_from) r.seen[index - r.range.first] = true;
+    if (now >= r.counts_from) {
+        r.seen[index - r.range.first] = true;
+        if (!r.newest_seen || index > *r.newest_seen) {
+            r.newest_seen = index;
+            r.newest_seen_at = now;
+        }
+    }
 
     Arrival arrival;
     if (!received_[index]) {
@@ -68,16 +73,16 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now,
         backoff_ = 0;
         arrival.completed_part = --part_missing_[part_of_[index]] == 0;
     }
-    detect_losses(request, now, reorder_window);
+    detect_losses(request, now, gap);
     return arrival;
 }
 
-void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs reorder_window) {
+void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs gap) {
     // A response of this request is lost once responses the responder sent after it (higher
-    // indices of the same request) arrived: `allowance_` of them, or one and the request has
-    // been out for the reordering window.
+    // indices of the same request) arrived: `allowance_` of them, or one, and none newer for
+    // the gap.
     const Request& r = requests_[request];
-    const bool timed_out = now >= r.sent_at + reorder_window;
+    const bool timed_out = r.newest_seen && now >= r.newest_seen_at + gap;
     std::uint32_t later = 0;
     for (std::uint32_t i = r.range.end; i-- > r.range.first;) {
         if ((later >= allowance_ || (later > 0 && timed_out)) && !received_[i] && !lost_[i] &&
@@ -88,14 +93,14 @@ void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs reorde
     }
 }
 
-std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs reorder_window) const {
+std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs gap) const {
     std::optional<TimeUs> next;
     for (std::uint32_t request = 0; request < requests_.size(); ++request) {
         const Request& r = requests_[request];
         bool later = false;
         for (std::uint32_t i = r.range.end; i-- > r.range.first;) {
             if (later && !received_[i] && !lost_[i] && cover_[i] == request) {
-                const TimeUs at = r.sent_at + reorder_window;
+                const TimeUs at = r.newest_seen_at + gap;
                 if (!next || at < *next) next = at;
                 break;
             }
@@ -105,9 +110,9 @@ std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs reorder_window) const
     return next;
 }
 
-void ReadTracker::detect_time_losses(TimeUs now, TimeUs reorder_window) {
+void ReadTracker::detect_time_losses(TimeUs now, TimeUs gap) {
     for (std::uint32_t request = 0; request < requests_.size(); ++request) {
-        detect_losses(request, now, reorder_window);
+        detect_losses(request, now, gap);
     }
 }
 

@@ -9,10 +9,6 @@ namespace metaroce {
 namespace {
 
 constexpr std::uint32_t kMaxCeCount = 0xffff;
-// A packet that arrives ahead of a gap is acknowledged at once when at least this many
-// packets are unacknowledged (section 11), so the sender learns of the gap soon.
-constexpr std::uint32_t kAckAheadOfGapMin = 4;
-
 Completion receive_completion(std::uint64_t wr_id, WcStatus status) {
     Completion c;
     c.wr_id = wr_id;
@@ -356,7 +352,7 @@ void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
 void Receiver::schedule_ack(bool immediate, bool ahead_of_gap, TimeUs now) {
     ++unacked_packets_;
     if (immediate || unacked_packets_ >= config_.ack_every ||
-        (ahead_of_gap && unacked_packets_ >= kAckAheadOfGapMin)) {
+        (ahead_of_gap && unacked_packets_ >= METAROCE_ACK_AHEAD_OF_GAP)) {
         send_ack(Syndrome::Ack, 0, 0, now);
     } else if (!delayed_ack_at_) {
         delayed_ack_at_ = now + config_.delayed_ack_us;

@@ -4,18 +4,27 @@
 
 namespace metaroce {
 
-ReorderTracker::ReorderTracker(std::uint32_t reorder_allowance)
-    : allowance_(std::max<std::uint32_t>(1, reorder_allowance)) {}
+ReorderTracker::ReorderTracker(std::uint32_t initial_allowance, std::uint32_t max_allowance)
+    : initial_(std::max<std::uint32_t>(1, initial_allowance)),
+      max_(std::max(initial_, max_allowance)),
+      allowance_(initial_) {}
 
-void ReorderTracker::on_delivered(std::uint64_t tx_order) {
-    if (latest_.size() == allowance_ && tx_order <= latest_.front()) return;
+void ReorderTracker::on_delivered(std::uint64_t tx_order, bool first_transmission) {
+    const auto later = latest_.end() - std::upper_bound(latest_.begin(), latest_.end(), tx_order);
+    if (first_transmission && later > 0) {
+        const auto wanted = static_cast<std::uint32_t>(later) + 1;
+        allowance_ = std::min(std::max(allowance_, wanted), max_);
+    }
+    if (latest_.size() == max_ && tx_order <= latest_.front()) return;
     latest_.insert(std::upper_bound(latest_.begin(), latest_.end(), tx_order), tx_order);
-    if (latest_.size() > allowance_) latest_.erase(latest_.begin());
+    if (latest_.size() > max_) latest_.erase(latest_.begin());
 }
+
+void ReorderTracker::decay() { allowance_ = std::max(allowance_ - allowance_ / 8, initial_); }
 
 std::optional<std::uint64_t> ReorderTracker::loss_threshold() const {
     if (latest_.size() < allowance_) return std::nullopt;
-    return latest_.front();
+    return latest_[latest_.size() - allowance_];
 }
 
 }  // namespace metaroce

@@ -15,8 +15,6 @@ constexpr std::uint8_t kInfiniteRnrRetry = 7;
 constexpr std::uint32_t kMaxRttSampleUs = 10'000'000;
 
 constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
-// Tail-loss probe timeout floor: max(2 * SRTT, SRTT + 4 * RTTVAR, 1 ms) (section 8).
-constexpr TimeUs kMinTailProbeUs = 1000;
 
 WcOpcode wc_opcode_for(const WorkRequest& wr) {
     if (wr.is_read()) return WcOpcode::RdmaRead;
@@ -40,9 +38,10 @@ Sender::Sender(const SenderConfig& config)
       paths_(config.qpn, config.num_paths, config.paths),
       congestion_(config.congestion),
       rtt_(config.rtt),
-      reorder_(config.reorder_allowance),
+      reorder_(config.reorder_allowance, config.max_reorder_allowance),
       snd_una_(config.initial_psn & kPsnMask),
-      snd_nxt_(config.initial_psn & kPsnMask) {
+      snd_nxt_(config.initial_psn & kPsnMask),
+      reorder_decay_psn_(psn_add(config.initial_psn & kPsnMask, kWindowPsns)) {
     if (!is_valid_segment(config_.mtu)) config_.mtu = segment_size(1024);
     config_.max_read_packets = std::clamp<std::uint32_t>(config_.max_read_packets, 1, kWindowPsns);
     config_.max_rd_atomic = std::max<std::uint32_t>(config_.max_rd_atomic, 1);
@@ -392,7 +391,7 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
                 paths_.on_withdrawn(slot.path);
             }
         }
-        reorder_.on_delivered(slot.tx_order);
+        reorder_.on_delivered(slot.tx_order, slot.transmissions == 1);
         if (!latest_delivered_tx_ || slot.tx_order > *latest_delivered_tx_) {
             latest_delivered_tx_ = slot.tx_order;
         }
@@ -408,7 +407,11 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
 TimeUs Sender::reorder_window() const {
     const std::optional<TimeUs> srtt = rtt_.srtt();
     if (!srtt) return config_.rtt.initial_rto_us;
-    return *srtt + std::max(*srtt / 4, config_.min_reorder_us);
+    return *srtt + std::max(*srtt / 2, config_.min_reorder_us);
+}
+
+TimeUs Sender::response_gap() const {
+    return std::max(rtt_.srtt().value_or(0) / 2, config_.min_reorder_us);
 }
 
 void Sender::detect_losses(TimeUs now) {
@@ -562,7 +565,7 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     }
     if (newly_acked != 0) congestion_.on_ack(newly_acked, 0);
 
-    const ReadTracker::Arrival arrival = wr->read->on_response(k, now, reorder_window());
+    const ReadTracker::Arrival arrival = wr->read->on_response(k, now, response_gap());
     if (arrival.is_new) {
         std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
         on_progress(now);
@@ -593,7 +596,8 @@ TimeUs Sender::tail_probe_timeout() const {
     const std::optional<TimeUs> srtt = rtt_.srtt();
     if (!srtt) return config_.rtt.initial_rto_us;
     // A jittery path (a large RTTVAR) waits longer before a spurious probe.
-    return std::max({2 * *srtt, *srtt + 4 * rtt_.rttvar().value_or(0), kMinTailProbeUs});
+    return std::max(
+        {2 * *srtt, *srtt + 4 * rtt_.rttvar().value_or(0), TimeUs{METAROCE_MIN_PROBE_US}});
 }
 
 std::optional<TimeUs> Sender::quiet_deadline() const {
@@ -623,10 +627,10 @@ std::optional<TimeUs> Sender::next_timer() const {
     consider(progress_deadline());
     consider(reorder_deadline());
     consider(quiet_deadline());
-    const TimeUs window = reorder_window();
+    const TimeUs gap = response_gap();
     for (const WrState& wr : wrs_) {
         consider(read_deadline(wr));
-        if (wr.read) consider(wr.read->reorder_deadline(window));
+        if (wr.read) consider(wr.read->reorder_deadline(gap));
     }
     return next;
 }
@@ -652,10 +656,10 @@ void Sender::on_timer(TimeUs now) {
     detect_losses(now);
     on_quiet(now);
 
-    const TimeUs window = reorder_window();
+    const TimeUs gap = response_gap();
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
-        wr.read->detect_time_losses(now, window);
+        wr.read->detect_time_losses(now, gap);
         const std::optional<TimeUs> deadline = read_deadline(wr);
         if (deadline && now >= *deadline) wr.read->on_timeout(now);
     }
@@ -720,6 +724,11 @@ void Sender::advance_una() {
         if (slot && slot->state != SlotState::Delivered) break;
         slot.reset();
         snd_una_ = psn_next(snd_una_);
+    }
+    // Once per window of data the count rule's allowance falls back by an eighth.
+    if (!psn_before(snd_una_, reorder_decay_psn_)) {
+        reorder_.decay();
+        reorder_decay_psn_ = psn_add(snd_una_, kWindowPsns);
     }
 }
 

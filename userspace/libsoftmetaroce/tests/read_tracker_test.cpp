@@ -38,20 +38,22 @@ TEST(ReadTracker, HoleIsLostAfterAllowanceLaterResponsesOfTheSameRequest) {
     EXPECT_TRUE(t.take_lost_runs(64).empty());  // taken: re-read by the caller
 }
 
-TEST(ReadTracker, HoleIsLostAfterTheReorderWindowOnceALaterResponseArrived) {
+TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     ReadTracker t(6, 8);
     t.issue_part(6, 100);
     for (std::uint32_t i = 0; i < 6; ++i) t.on_accepted(i, 100);
     t.on_response(0, 120, 300);
     EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // nothing later arrived: no time rule
     t.on_response(2, 130, 300);                        // 1 is missing behind 2
-    EXPECT_EQ(t.reorder_deadline(300), 400u);          // the request went at 100
-    t.detect_time_losses(399, 300);
+    EXPECT_EQ(t.reorder_deadline(300), 430u);          // the gap after the newest response
+    t.on_response(3, 200, 300);                        // responses still flowing
+    EXPECT_EQ(t.reorder_deadline(300), 500u);
+    t.detect_time_losses(499, 300);
     EXPECT_TRUE(t.take_lost_runs(64).empty());
-    t.detect_time_losses(400, 300);
+    t.detect_time_losses(500, 300);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
-    t.on_reread({1, 2}, 400, 400);
-    EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 3..5: nothing after them arrived
+    t.on_reread({1, 2}, 500, 500);
+    EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 4 and 5: nothing after them arrived
 }
 
 TEST(ReadTracker, RunsAreSplitAtMaxRun) {

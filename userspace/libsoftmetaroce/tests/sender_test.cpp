@@ -225,11 +225,11 @@ TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALossYet) {
                  kStart + 7});  // only 7 sent after it arrived
     EXPECT_TRUE(sent().empty());
     EXPECT_EQ(tx->counters().reorder_losses, 0u);
-    // The time rule: out longer than SRTT + max(SRTT / 4, 200 us) once a later packet was
+    // The time rule: out longer than SRTT + max(SRTT / 2, 1 ms) once a later packet was
     // delivered (SRTT is 20 us here).
     const TimeUs sent_at = now - kRtt;
-    EXPECT_EQ(tx->next_timer(), sent_at + kRtt + 200);
-    now = sent_at + kRtt + 199;
+    EXPECT_EQ(tx->next_timer(), sent_at + kRtt + 1000);
+    now = sent_at + kRtt + 999;
     tx->on_timer(now);
     EXPECT_TRUE(sent().empty());
     now += 1;
@@ -238,6 +238,28 @@ TEST_F(SenderTest, FewerThanReorderAllowanceLaterPacketsIsNotALossYet) {
     EXPECT_EQ(psns(p), (std::vector<Psn>{kStart}));
     EXPECT_TRUE(p[0].bth.has(kRetx) && p[0].bth.has(kAckReq));
     EXPECT_EQ(tx->counters().reorder_losses, 1u);
+}
+
+TEST_F(SenderTest, ReorderingSeenRaisesTheCountRuleAllowance) {
+    post_send(1, 24 * kMtu);
+    sent();
+    now += kRtt;
+    // 101..120 arrived ahead of 100: the count rule (8) calls 100 lost, but a fair-share hint
+    // of 2 holds its retransmission back.
+    Packet a = ack_packet(kStart, {}, 0, static_cast<std::uint32_t>(now - kRtt));
+    SackBitmap later(kStart);
+    for (Psn p = kStart + 1; p <= kStart + 20; ++p) later.mark(p);
+    a.ack().sack = later.to_wire();
+    a.ack().fair_share = 2;
+    tx->on_ack(a, now);
+    EXPECT_EQ(tx->counters().reorder_losses, 1u);
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(tx->reorder_allowance(), 8u);
+    // Then 100's first transmission arrives after 20 later ones: the paths reorder that far.
+    now += kRtt;
+    ack(kStart + 20);
+    EXPECT_EQ(tx->reorder_allowance(), 21u);
+    EXPECT_EQ(tx->counters().retransmissions, 0u);
 }
 
 TEST_F(SenderTest, NothingSentLaterDeliveredIsNeverLostByTheRules) {
@@ -254,16 +276,20 @@ TEST_F(SenderTest, NothingSentLaterDeliveredIsNeverLostByTheRules) {
 TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     post_send(1, 4 * kMtu);
     sent();
-    now += kRtt;
+    const TimeUs sent_at = now;
+    // The ACK comes late (its echo still says SRTT 20 us), so that the time rule and the
+    // tail-loss probe, both with a 1 ms floor, fall due at different times.
+    now += 300;
     ack(kStart, {kStart + 2});  // 100, 101 and 103 unknown, 102 received
     EXPECT_TRUE(sent().empty());
     EXPECT_EQ(tx->congestion().window(0), 256u);
-    // The time rule catches 100 and 101 (sent before the delivered 102) after SRTT + 200 us.
-    const TimeUs sent_at = now - kRtt;
+    // The time rule catches 100 and 101 (sent before the delivered 102) once they have been
+    // out SRTT + max(SRTT / 2, 1 ms).
     now = *tx->next_timer();
-    EXPECT_EQ(now, sent_at + kRtt + 200);
+    EXPECT_EQ(now, sent_at + kRtt + 1000);
     tx->on_timer(now);
     EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1}));
+    const TimeUs resent_at = now;
     // Nothing delivered for max(2 * SRTT, SRTT + 4 * RTTVAR, 1 ms) = 1 ms since the ACK: a
     // tail-loss probe resends the newest packet in flight, 103.
     const auto path_losses = [this] {
@@ -273,7 +299,7 @@ TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     };
     const std::uint64_t blamed = path_losses();
     EXPECT_EQ(blamed, 2u);  // the time rule's losses count against their paths
-    const TimeUs last_ack = sent_at + kRtt;
+    const TimeUs last_ack = sent_at + 300;
     now = *tx->next_timer();
     EXPECT_EQ(now, last_ack + 1000);
     tx->on_timer(now);
@@ -290,7 +316,7 @@ TEST_F(SenderTest, TailLossProbesThenRtoWithBackoff) {
     // Then the RTO (5 ms floor), once the oldest packet in flight (the retransmissions of 100
     // and 101) has been out that long: those are lost, the window halves.
     now = *tx->next_timer();
-    EXPECT_EQ(now, sent_at + kRtt + 200 + 5000);
+    EXPECT_EQ(now, resent_at + 5000);
     tx->on_timer(now);
     p = sent();
     EXPECT_EQ(psns(p), (std::vector<Psn>{kStart, kStart + 1}));

@@ -4,6 +4,8 @@
 // the window. Fixed point (1/1024 packet), like a kernel would.
 #pragma once
 
+#include <rdma/metaroce_wire.h>
+
 #include <cstdint>
 
 namespace metaroce {
@@ -12,8 +14,8 @@ struct CongestionConfig {
     std::uint32_t initial_cwnd = 256;  // the full window, as RoCE NICs start at line rate
     std::uint32_t min_cwnd = 1;
     std::uint32_t max_cwnd = 256;
-    std::uint32_t rto_min_cwnd = 16;  // a timeout halves cwnd, but not below this
-    unsigned alpha_gain_shift = 4;    // g = 1/16
+    std::uint32_t rto_min_cwnd = METAROCE_RTO_MIN_CWND;  // a timeout halves cwnd, not below this
+    unsigned alpha_gain_shift = 4;                       // g = 1/16
     // DCTCP starts from alpha = 1 (the first marked window halves cwnd), as Linux does.
     std::uint32_t initial_alpha_scaled = 1024;
 };

@@ -3,6 +3,8 @@
 // is shared by all connections of a device (or simulated host).
 #pragma once
 
+#include <rdma/metaroce_wire.h>
+
 #include <cstdint>
 #include <map>
 
@@ -14,7 +16,8 @@ class FairShareTracker {
   public:
     static constexpr TimeUs kActivityWindowUs = 1000;
 
-    explicit FairShareTracker(std::uint32_t receive_budget = 512) : budget_(receive_budget) {}
+    explicit FairShareTracker(std::uint32_t receive_budget = METAROCE_RX_BUDGET)
+        : budget_(receive_budget) {}
 
     // Connection `connection` (e.g. its QPN) delivered data at `now`.
     void note_activity(std::uint32_t connection, TimeUs now);

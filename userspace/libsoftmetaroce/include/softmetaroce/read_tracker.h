@@ -6,7 +6,7 @@
 // responses are recovered with re-reads of the runs of missing indices. Responses are detected
 // lost like packets (protocol.md section 8): once a response sent after it by the same request
 // arrived, a response is lost when at least `reorder_allowance` such responses arrived, or when
-// its request has been out longer than the reordering window (SRTT + max(SRTT/4, 200 us)); and
+// the newest of them arrived longer ago than the response gap (max(SRTT/2, 1 ms)); and
 // every response still missing is lost when no response came for a retransmission timeout.
 #pragma once
 
@@ -50,10 +50,10 @@ class ReadTracker {
 
     // The responder accepted the request covering `index` (its PSN was acknowledged).
     void on_accepted(std::uint32_t index, TimeUs now);
-    Arrival on_response(std::uint32_t index, TimeUs now, TimeUs reorder_window);
+    Arrival on_response(std::uint32_t index, TimeUs now, TimeUs gap);
     // When the time rule next declares a response lost; empty if it has nothing to wait for.
-    std::optional<TimeUs> reorder_deadline(TimeUs reorder_window) const;
-    void detect_time_losses(TimeUs now, TimeUs reorder_window);
+    std::optional<TimeUs> reorder_deadline(TimeUs gap) const;
+    void detect_time_losses(TimeUs now, TimeUs gap);
 
     // The runs of lost responses, each at most `max_run` long; they are no longer lost once
     // taken (the caller re-reads them).
@@ -67,12 +67,14 @@ class ReadTracker {
   private:
     struct Request {
         Range range;
-        TimeUs sent_at = 0;
         TimeUs counts_from = 0;
         std::vector<bool> seen;  // responses of the range arrived since counts_from
+        // The highest index seen, and when it arrived: responses leave in index order.
+        std::optional<std::uint32_t> newest_seen;
+        TimeUs newest_seen_at = 0;
     };
 
-    void detect_losses(std::uint32_t request, TimeUs now, TimeUs reorder_window);
+    void detect_losses(std::uint32_t request, TimeUs now, TimeUs gap);
 
     std::uint32_t packets_;
     std::uint32_t allowance_;

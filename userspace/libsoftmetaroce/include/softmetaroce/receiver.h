@@ -11,6 +11,8 @@
 // codec drops packets of any other stream.
 #pragma once
 
+#include <rdma/metaroce_wire.h>
+
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -36,9 +38,10 @@ struct ReceiverConfig {
     unsigned num_paths = 8;                 // our own paths, for ACKs and READ responses
     std::uint8_t min_rnr_timer = 1;         // IB encoding, sent in RNR NAKs (1: 10 us)
     std::uint32_t max_dest_rd_atomic = 16;  // READs accepted but not yet executed
-    std::uint32_t ack_every = 32;           // data packets per ACK without other triggers
-    TimeUs delayed_ack_us = 200;
-    std::uint32_t receive_budget = 512;  // fair-share budget when no tracker is shared
+    std::uint32_t ack_every = METAROCE_ACK_EVERY;  // data packets per ACK without other triggers
+    TimeUs delayed_ack_us = METAROCE_DELAYED_ACK_US;
+    // Fair-share budget when no tracker is shared.
+    std::uint32_t receive_budget = METAROCE_RX_BUDGET;
 };
 
 struct ReceiverCounters {

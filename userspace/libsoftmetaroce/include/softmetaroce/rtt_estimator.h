@@ -4,6 +4,8 @@
 // acknowledged) ends the backoff. Integer microseconds, so results are identical everywhere.
 #pragma once
 
+#include <rdma/metaroce_wire.h>
+
 #include <cstdint>
 #include <optional>
 
@@ -12,11 +14,11 @@
 namespace metaroce {
 
 struct RttConfig {
-    TimeUs min_rto_us = 5000;  // protocol.md: at least 5 ms
+    TimeUs min_rto_us = METAROCE_MIN_RTO_US;
     // Before the first sample. RFC 6298 says 1 s for the Internet; a datacenter fabric's RTT is
     // microseconds: the spec's 20 ms.
-    TimeUs initial_rto_us = 20'000;
-    TimeUs max_rto_us = 2'000'000;
+    TimeUs initial_rto_us = METAROCE_INITIAL_RTO_US;
+    TimeUs max_rto_us = METAROCE_MAX_RTO_US;
 };
 
 class RttEstimator {

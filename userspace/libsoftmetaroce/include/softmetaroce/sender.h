@@ -9,6 +9,8 @@
 // and on_read_response() have been decoded, validated and addressed to this connection.
 #pragma once
 
+#include <rdma/metaroce_wire.h>
+
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -33,13 +35,15 @@ struct SenderConfig {
     Psn initial_psn = 0;       // sq_psn
     std::uint32_t mtu = 1024;  // payload bytes per packet: a segment size (codec.h)
     unsigned num_paths = 8;
-    std::uint8_t timeout = 14;            // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
-    std::uint8_t retry_cnt = 7;           // periods without progress tolerated
-    std::uint8_t rnr_retry = 7;           // RNR NAKs tolerated per message; 7: infinite
-    std::uint32_t max_rd_atomic = 16;     // READ_REQ parts outstanding at once
-    std::uint32_t reorder_allowance = 8;  // the count rule of loss detection
-    TimeUs min_reorder_us = 200;          // the time rule: SRTT + max(SRTT / 4, this)
-    unsigned max_tail_probes = 2;         // tail-loss probes in a row before the RTO
+    std::uint8_t timeout = 14;         // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
+    std::uint8_t retry_cnt = 7;        // periods without progress tolerated
+    std::uint8_t rnr_retry = 7;        // RNR NAKs tolerated per message; 7: infinite
+    std::uint32_t max_rd_atomic = 16;  // READ_REQ parts outstanding at once
+    std::uint32_t reorder_allowance =
+        METAROCE_REORDER_ALLOWANCE;  // the count rule of loss detection
+    std::uint32_t max_reorder_allowance = METAROCE_MAX_REORDER_ALLOWANCE;  // as it adapts
+    TimeUs min_reorder_us = METAROCE_MIN_REORDER_US;  // the time rule: SRTT + max(SRTT / 2, this)
+    unsigned max_tail_probes = METAROCE_MAX_PROBES;   // tail-loss probes in a row before the RTO
     // A READ is requested in parts (and re-read in runs) of at most this many response
     // packets (1..256); each part also fits the room left in the 256-PSN window.
     std::uint32_t max_read_packets = 64;
@@ -92,6 +96,8 @@ class Sender {
 
     // Introspection, for tests and statistics.
     const SenderConfig& config() const { return config_; }
+    // The count rule's allowance as it stands (section 8).
+    std::uint32_t reorder_allowance() const { return reorder_.allowance(); }
     const SenderCounters& counters() const { return counters_; }
     const PathSet& paths() const { return paths_; }
     const CongestionControl& congestion() const { return congestion_; }
@@ -152,6 +158,8 @@ class Sender {
 
     void pump(TimeUs now);
     TimeUs reorder_window() const;
+    // How long after the newest READ response missing earlier ones are lost (section 8).
+    TimeUs response_gap() const;
     TimeUs tail_probe_timeout() const;
     void send_retransmissions(TimeUs now);
     void send_rereads(TimeUs now);
@@ -198,8 +206,9 @@ class Sender {
     // The message number of the next SEND or WRITE with immediate.
     std::uint32_t next_msn_ = 0;
 
-    Psn snd_una_;  // oldest PSN not known delivered
-    Psn snd_nxt_;  // next PSN to assign
+    Psn snd_una_;            // oldest PSN not known delivered
+    Psn snd_nxt_;            // next PSN to assign
+    Psn reorder_decay_psn_;  // the allowance decays when snd_una_ reaches it
     std::array<std::optional<PsnSlot>, METAROCE_SACK_BITS> slots_{};
     std::uint32_t inflight_ = 0;  // wire packets in flight
     std::uint64_t next_tx_order_ = 0;
