@@ -153,6 +153,49 @@ void delayed_ack(Env& env) {
     c.expect_ack(psn_next(r), 1000);
 }
 
+void ack_every_32(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    constexpr std::uint32_t kPackets = 96;
+    const std::uint32_t every = METAROCE_ACK_EVERY;
+    const auto data = bytes_of(std::size_t{kPackets} * c.mtu(), 13);
+    auto packets = c.write_message(r, kArea, data);
+    packets.back().bth.flags &= static_cast<std::uint8_t>(~flag::kAckReq);
+    // Encoded first, then sent back to back: the count rule, not the delayed-ACK timer, is
+    // what must acknowledge a fast stream.
+    std::vector<std::vector<std::uint8_t>> wire;
+    for (Packet& p : packets) {
+        p.bth.ts = 0;
+        wire.push_back(encode(p));
+    }
+    for (const auto& bytes : wire) c.send_bytes(bytes);
+    const Psn end = psn_add(r, kPackets);
+    Psn cum = r;
+    std::uint32_t acks = 0, count_rule = 0;
+    std::string advances;
+    for (const Seen& s : c.receive_until(
+             [end](const Packet& p) {
+                 return p.bth.opcode == Opcode::Ack && !p.ack().is_nak() && p.ack().cum_psn == end;
+             },
+             3000)) {
+        if (s.packet.bth.opcode != Opcode::Ack || s.packet.ack().is_nak()) continue;
+        const Psn next = s.packet.ack().cum_psn;
+        const std::int32_t advance = psn_diff(next, cum);
+        if (advance <= 0) continue;
+        expect(advance <= static_cast<std::int32_t>(every),
+               format("%d packets went unacknowledged (cum %u to %u); the spec allows %u", advance,
+                      cum, next, every));
+        ++acks;
+        advances += format(" %d", advance);
+        if (advance == static_cast<std::int32_t>(every)) ++count_rule;
+        cum = next;
+    }
+    expect(cum == end, format("the stream ended acknowledged to %u, not %u", cum, end));
+    note("%u ACKs for %u packets, %u of them after exactly %u; advances:%s", acks, kPackets,
+         count_rule, every, advances.c_str());
+    expect(mr_equals(c, kArea, data), "the WRITE's bytes are not in the DUT's memory");
+}
+
 void sack_window_edge(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
@@ -664,6 +707,8 @@ std::vector<Case> responder_cases() {
          duplicate_acked_not_replaced},
         {"delayed_ack", "a packet without ACK_REQ is acknowledged by the delayed-ACK timer",
          delayed_ack},
+        {"ack_every_32", "a fast stream without ACK_REQ is acknowledged at least every 32 packets",
+         ack_every_32},
         {"sack_window_edge", "PSN cum+256 is accepted and is the last bit of the bitmap",
          sack_window_edge},
         {"beyond_window", "PSN cum+257 is dropped, not placed, counted (rx_out_of_window)",
