@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summarises the bench results (TEST DEVICE CONDITION VALUE lines, VALUE
 "fail" for a run that did not complete): medians of the completed runs,
-MetaRoCE/rxe ratios, and each device's throughput under loss as a fraction
-of its own clean-link throughput (a condition where every run failed keeps
-0%). Writes OUT/bench.md and, with gnuplot, OUT/loss-sweep.png."""
+MetaRoCE/rxe ratios, each device's throughput under loss as a fraction of
+its own clean-link throughput (a condition where every run failed keeps
+0%), and the same for one TCP stream over the link (tcp_bw), the link's
+own reference. Writes OUT/bench.md and, with gnuplot, OUT/loss-sweep.png."""
 import os
 import shutil
 import statistics
@@ -26,8 +27,9 @@ def get(test, dev, cond):
     return med.get((test, dev, cond), 0.0)
 
 
-def cell(dev, cond, test="write_bw"):
+def cell(dev, cond, test=None):
     """The median, and how many runs failed if any did."""
+    test = test or ("tcp_bw" if dev == "tcp" else "write_bw")
     key = (test, dev, cond)
     if key not in runs:
         return "-"
@@ -53,6 +55,14 @@ lines += ["## Clean link", "",
           "| ib_write_lat 8 B typical, us | %s | %s | %.2fx |"
           % (cell("mr0", "clean", "write_lat"), cell("rxe0", "clean", "write_lat"),
              lat_m / lat_r if lat_r else 0), ""]
+bw_t = get("tcp_bw", "tcp", "clean")
+has_tcp = ("tcp_bw", "tcp", "clean") in runs
+if has_tcp:
+    lines += ["The link's own reference: one TCP stream (iperf3) between the same VMs,"
+              " run after each pair, moved %s MB/s (MiB/s, as perftest counts);"
+              " metaroce moved %.0f%% of that, rxe %.0f%%."
+              % (cell("tcp", "clean"), 100 * bw_m / bw_t if bw_t else 0,
+                 100 * bw_r / bw_t if bw_t else 0), ""]
 
 conds = sorted({c for (_, _, c) in runs if c.startswith("loss")},
                key=lambda c: float(c[4:]))
@@ -60,29 +70,37 @@ if conds:
     lines += ["## Throughput under loss (ib_write_bw 64 KiB, netem loss on both"
               " VMs' links)", "",
               "Each device's median as a fraction of its own clean-link median.", "",
-              "| loss | metaroce MB/s | metaroce kept | rxe MB/s | rxe kept |",
-              "|---|---|---|---|---|", "| 0%% | %.2f | 100%% | %.2f | 100%% |"
-              % (bw_m, bw_r)]
+              "| loss | metaroce MB/s | metaroce kept | rxe MB/s | rxe kept"
+              " | TCP MB/s | TCP kept |",
+              "|---|---|---|---|---|---|---|",
+              "| 0%% | %.2f | 100%% | %.2f | 100%% | %s | 100%% |"
+              % (bw_m, bw_r, cell("tcp", "clean"))]
     plot = []
     for c in conds:
         m, r = get("write_bw", "mr0", c), get("write_bw", "rxe0", c)
+        t = get("tcp_bw", "tcp", c)
         km, kr = (m / bw_m if bw_m else 0), (r / bw_r if bw_r else 0)
-        lines.append("| %s%% | %s | %.0f%% | %s | %.0f%% |"
-                     % (c[4:], cell("mr0", c), 100 * km, cell("rxe0", c), 100 * kr))
-        plot.append((float(c[4:]), 100 * km, 100 * kr))
+        kt = t / bw_t if bw_t else 0
+        lines.append("| %s%% | %s | %.0f%% | %s | %.0f%% | %s | %.0f%% |"
+                     % (c[4:], cell("mr0", c), 100 * km, cell("rxe0", c), 100 * kr,
+                        cell("tcp", c), 100 * kt))
+        plot.append((float(c[4:]), 100 * km, 100 * kr, 100 * kt))
     m, r = get("write_bw", "mr0", "reorder"), get("write_bw", "rxe0", "reorder")
+    t = get("tcp_bw", "tcp", "reorder")
     if ("write_bw", "mr0", "reorder") in med:
         lines += ["", "Reordering (netem delay 1ms reorder 75%%: a quarter of the"
                   " packets overtake): metaroce %.2f MB/s (%.0f%%), rxe %.2f MB/s"
-                  " (%.0f%%)." % (m, 100 * m / bw_m if bw_m else 0,
-                                 r, 100 * r / bw_r if bw_r else 0)]
+                  " (%.0f%%)%s." % (m, 100 * m / bw_m if bw_m else 0,
+                                   r, 100 * r / bw_r if bw_r else 0,
+                                   ", TCP %.2f MB/s (%.0f%%)" % (t, 100 * t / bw_t if bw_t else 0)
+                                   if has_tcp else "")]
     lines.append("")
     if shutil.which("gnuplot"):
         data = os.path.join(out, "loss-sweep.dat")
         with open(data, "w") as f:
-            f.write("0 100 100\n")
+            f.write("0 100 100 100\n")
             for row in plot:
-                f.write("%g %.1f %.1f\n" % row)
+                f.write("%g %.1f %.1f %.1f\n" % row)
         script = """set terminal png size 800,500 noenhanced
 set output '%s'
 set title 'ib_write_bw 64 KiB under loss: throughput kept (%% of own lossless)'
@@ -92,8 +110,10 @@ set yrange [0:110]
 set key top right
 set grid
 plot '%s' using 1:2 with linespoints lw 2 title 'metaroce', \\
-     '%s' using 1:3 with linespoints lw 2 title 'rxe'
-""" % (os.path.join(out, "loss-sweep.png"), data, data)
+     '%s' using 1:3 with linespoints lw 2 title 'rxe'%s
+""" % (os.path.join(out, "loss-sweep.png"), data, data,
+       (", \\\n     '%s' using 1:4 with linespoints lw 1 dt 2 title 'TCP (iperf3)'" % data)
+       if has_tcp else "")
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
         os.unlink(data)
         lines += ["![loss sweep](loss-sweep.png)", ""]

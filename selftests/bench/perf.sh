@@ -2,7 +2,8 @@
 # MetaRoCE against the kernel's rxe over the same two-VM link, in one run,
 # alternating the two devices: ib_write_bw (64 KiB) and ib_write_lat (8 B)
 # on the clean link, then ib_write_bw under netem loss on both VMs' links
-# (BENCH_LOSSES) and with reordering. VM 0 runs the perftest servers, VM 1
+# (BENCH_LOSSES) and with reordering; after each pair of ib_write_bw runs,
+# one TCP stream (iperf3) under the same condition as the link's reference. VM 0 runs the perftest servers, VM 1
 # the clients and records one line per run in the shared run directory:
 #   TEST DEVICE CONDITION VALUE
 # scripts/bench.sh turns them into medians, ratios, a table and a plot.
@@ -66,7 +67,33 @@ record() {
 	echo "$1 $2 $3 ${4:-fail}" | tee -a "$RESULTS"
 }
 
-# measure_bw CONDITION: one ib_write_bw run per device.
+# measure_tcp CONDITION: one TCP stream (iperf3) over the same link, the
+# link's own reference: what the kernel's TCP moves between these VMs under
+# the same condition. Recorded in MiB/s, perftest's MB/s.
+measure_tcp() {
+	local port out
+	run=$((run + 1))
+	port=$((5201 + run))
+	if ((VM_INDEX == 0)); then
+		timeout $((DURATION + 60)) iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+		wait_until 10 eval "ss -ltn | grep -q ':$port '" || true
+		vm_barrier "tcp.$run"
+		wait || true
+		return
+	fi
+	vm_barrier "tcp.$run"
+	out=$(timeout $((DURATION + 50)) iperf3 -c "$(vm_link_ip 0 0)" -p "$port" \
+		-t "$DURATION" -J 2>/dev/null) || out=
+	record tcp_bw tcp "$1" "$(python3 -c '
+import json, sys
+try:
+    end = json.load(sys.stdin)["end"]["sum_received"]
+    print("%.2f" % (end["bytes"] / end["seconds"] / 2**20))
+except Exception:
+    pass' <<<"$out")"
+}
+
+# measure_bw CONDITION: one ib_write_bw run per device, then TCP.
 measure_bw() {
 	local dev
 	for dev in "${DEVS[@]}"; do
@@ -74,6 +101,7 @@ measure_bw() {
 		record write_bw "$dev" "$1" \
 			"$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$PAIR_OUT")"
 	done
+	measure_tcp "$1"
 }
 
 # impair ARGS...: netem on this VM's link ("" to clear).
