@@ -14,6 +14,10 @@ ReadTracker::ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance)
       cover_(packets, 0),
       part_of_(packets, 0) {}
 
+void ReadTracker::set_reorder_allowance(std::uint32_t allowance) {
+    allowance_ = std::max<std::uint32_t>(1, allowance);
+}
+
 ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
     const Range range{issued_, std::min(packets_, issued_ + count)};
     const auto part = static_cast<std::uint32_t>(parts_.size());

@@ -565,6 +565,7 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     }
     if (newly_acked != 0) congestion_.on_ack(newly_acked, 0);
 
+    wr->read->set_reorder_allowance(reorder_.allowance());
     const ReadTracker::Arrival arrival = wr->read->on_response(k, now, response_gap());
     if (arrival.is_new) {
         std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
@@ -659,6 +660,7 @@ void Sender::on_timer(TimeUs now) {
     const TimeUs gap = response_gap();
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
+        wr.read->set_reorder_allowance(reorder_.allowance());
         wr.read->detect_time_losses(now, gap);
         const std::optional<TimeUs> deadline = read_deadline(wr);
         if (deadline && now >= *deadline) wr.read->on_timeout(now);

@@ -56,6 +56,18 @@ TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 4 and 5: nothing after them arrived
 }
 
+TEST(ReadTracker, AllowanceFollowsTheSender) {
+    ReadTracker t(20, 3);
+    t.issue_part(20, 0);
+    for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
+    t.set_reorder_allowance(5);  // the paths were seen to reorder more
+    t.on_response(0, 10, kLongWindow);
+    for (std::uint32_t i = 2; i < 6; ++i) t.on_response(i, 10, kLongWindow);
+    EXPECT_TRUE(t.take_lost_runs(64).empty());  // four later responses: not yet
+    t.on_response(6, 10, kLongWindow);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+}
+
 TEST(ReadTracker, RunsAreSplitAtMaxRun) {
     ReadTracker t(12, 1);
     t.issue_part(12, 0);

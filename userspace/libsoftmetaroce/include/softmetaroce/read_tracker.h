@@ -35,6 +35,8 @@ class ReadTracker {
     };
 
     ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance);
+    // The count rule's allowance as it adapts (the sender's, section 8).
+    void set_reorder_allowance(std::uint32_t allowance);
 
     std::uint32_t packets() const { return packets_; }
     std::uint32_t issued() const { return issued_; }  // indices requested so far
