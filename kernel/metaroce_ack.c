@@ -33,12 +33,14 @@ static u16 fair_share(struct metaroce_dev *mdev)
 /*
  * Called under the responder lock for every request packet from the peer:
  * the next ACK echoes the newest one, whatever became of it (a duplicate
- * or a refused packet triggers an ACK too).
+ * or a refused packet triggers an ACK too), and counts its CE mark.
  */
 void soft_ack_note_echo(struct soft_resp *resp, const struct soft_pkt_info *pkt)
 {
 	resp->echo_path = pkt->path;
 	resp->echo_ts = pkt->ts;
+	if (pkt->ce)
+		resp->ce_count++;
 }
 
 /* Called under the responder lock for each data packet accepted. */
@@ -48,8 +50,6 @@ void soft_ack_note_data(struct metaroce_soft_qp *sqp,
 	struct soft_resp *resp = &sqp->resp;
 
 	resp->unacked++;
-	if (pkt->ce)
-		resp->ce_count++;
 	note_active(sqp->qp->mdev, resp);
 
 	if ((pkt->flags & METAROCE_F_ACK_REQ) ||

@@ -10,10 +10,19 @@
 #define ALPHA_ONE	1024		/* alpha is in 1/1024 */
 #define ALPHA_GAIN_SHIFT 4		/* g = 1/16 */
 
-void soft_cc_init(struct soft_cc *cc)
+/*
+ * A connection whose first PSN is @psn. alpha starts at 1, as in Linux's
+ * DCTCP: the first window with marks halves cwnd. The first window ends
+ * with the first ACK; a window end left at PSN 0 would, for a first PSN in
+ * the upper half of the PSN space, lie 2^23 PSNs in the past and in the
+ * future at once, and no window would end before the PSNs wrapped.
+ */
+void soft_cc_init(struct soft_cc *cc, u32 psn)
 {
 	memset(cc, 0, sizeof(*cc));
 	cc->cwnd = SOFT_INITIAL_CWND * CWND_ONE;
+	cc->alpha = ALPHA_ONE;
+	cc->window_end_psn = psn;
 }
 
 /*

@@ -327,6 +327,9 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		e = &req->pkts[psn % SOFT_WINDOW];
 		if (e->state == PKT_INFLIGHT)
 			declare_lost(qp->mdev, req, e, false);
+		/* The responder NAKs each packet it refuses: one wait, one retry. */
+		if (req->rnr_wait)
+			return;
 		if (qp->attr.rnr_retry != 7 &&
 		    ++req->rnr_retries > qp->attr.rnr_retry) {
 			metaroce_count(qp->mdev, RNR_RETRY_EXCEEDED);

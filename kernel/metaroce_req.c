@@ -35,7 +35,7 @@ void soft_req_init(struct metaroce_soft_qp *sqp)
 	spin_lock_init(&req->lock);
 	hrtimer_init(&req->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
 	req->timer.function = soft_req_timer_fn;
-	soft_cc_init(&req->cc);
+	soft_cc_init(&req->cc, 0);
 	req->rto_us = METAROCE_INITIAL_RTO_US;
 }
 
@@ -64,7 +64,7 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->rnr_retries = 0;
 	req->rnr_wait = false;
 	req->progress_ns = ktime_get_ns();
-	soft_cc_init(&req->cc);
+	soft_cc_init(&req->cc, sq_psn);
 	for (i = 0; i < req->num_paths; i++) {
 		req->paths[i].state = PATH_ACTIVE;
 		req->paths[i].inflight = 0;

@@ -385,7 +385,7 @@ void soft_path_on_rtt(struct soft_req *req, unsigned int path, u32 rtt_us);
 u16 soft_path_entropy(u32 qpn, unsigned int path);
 
 /* metaroce_cc.c */
-void soft_cc_init(struct soft_cc *cc);
+void soft_cc_init(struct soft_cc *cc, u32 psn);
 void soft_cc_on_ack(struct soft_cc *cc, u32 delivered, u32 ce_count,
 		    u32 cum_psn, u32 psn_next);
 void soft_cc_on_rto(struct soft_cc *cc);

@@ -262,6 +262,20 @@ void requester_rnr_retry_exceeded(Env& env) {
     c.expect_state(IBV_QPS_ERR);
 }
 
+void requester_rnr_nak_per_packet(Env& env) {
+    ConnOptions o;
+    o.rnr_retry = 1;
+    Conn c(env, o);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_SEND, 1, 0, 3 * c.mtu());
+    c.collect_requests(3);
+    // A responder NAKs each packet of the message it refuses: one wait (10.24 ms), one retry.
+    for (unsigned k = 0; k < 3; ++k) c.send(c.ack(s, {}, Syndrome::RnrNak, psn_add(s, k), 20));
+    expect_resend(c, s, {}, 3000);
+    c.send(c.ack(psn_add(s, 3)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
 void fatal_nak(Env& env, Syndrome syndrome, std::uint8_t arg, ibv_wc_status want) {
     Conn c(env);
     const Psn s = c.sq_psn();
@@ -435,6 +449,61 @@ void requester_psn_wrap(Env& env) {
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
 }
 
+void requester_ecn_halves_window(Env& env) {
+    // A first PSN in the upper half of the PSN space: windows of data must still end there.
+    ConnOptions o;
+    o.dut_sq_psn = 0x900000;
+    Conn c(env, o);
+    const Psn s = c.sq_psn();
+    // A first window of 32 packets, quick enough to be acknowledged before any timer, all
+    // CE-marked (section 10): alpha starts at 1, so the window's end halves cwnd.
+    constexpr std::uint32_t kMarked = 32;
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, kMarked * c.mtu());
+    c.collect_requests(kMarked);
+    Packet a = c.ack(psn_add(s, kMarked));
+    a.ack().ce_count = kMarked;
+    c.send(a);
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+    // Then more than half the initial window of 256, within the local buffer.
+    const std::uint32_t packets = std::min<std::uint32_t>(180, Conn::kMrSize / c.mtu());
+    post(c, IBV_WR_RDMA_WRITE, 2, 0, packets * c.mtu());
+    // What the DUT sends before its first timer event (a tail-loss probe or an RTO, which
+    // also shrinks cwnd) is what its cwnd allows: RETX marks the end.
+    const Psn end = psn_add(s, kMarked + packets);
+    std::set<Psn> fresh, received;
+    bool timed_out = false;
+    Psn cum = psn_add(s, kMarked);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(env.ms(3000));
+    while (cum != end && Clock::now() < deadline) {
+        const std::optional<Seen> seen = c.receive(100);
+        if (!seen) {
+            // Silence: the DUT waits for ACKs; the count is complete. Acknowledge all.
+            timed_out = true;
+            c.send(c.ack(cum));
+            continue;
+        }
+        const Packet& p = seen->packet;
+        if (p.bth.opcode == Opcode::Ack) continue;
+        // (Resends of the first WRITE, from a timer that fired before its ACK came, are late.)
+        const bool second = psn_diff(p.bth.psn, psn_add(s, kMarked)) >= 0;
+        if (!second) continue;
+        if (p.bth.has(flag::kRetx)) timed_out = true;
+        if (psn_diff(p.bth.psn, cum) >= 0) {
+            if (!timed_out) fresh.insert(p.bth.psn);
+            received.insert(p.bth.psn);
+            while (received.count(cum) != 0) cum = psn_next(cum);
+        }
+        if (timed_out) c.send(c.ack(cum));
+    }
+    note("after a fully marked window the DUT sent %zu new packets", fresh.size());
+    expect(!fresh.empty(), "the DUT sent nothing after the marked window");
+    expect(fresh.size() <= METAROCE_SACK_BITS / 2,
+           format("%zu packets in flight after a fully CE-marked window: cwnd was not halved",
+                  fresh.size()));
+    c.send(c.ack(cum));
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
+}
+
 }  // namespace
 
 std::vector<Case> requester_cases() {
@@ -451,6 +520,9 @@ std::vector<Case> requester_cases() {
          requester_tail_loss_probe},
         {"requester_rnr_nak", "RNR NAK: the refused PSN is resent after the RNR timer",
          requester_rnr_nak},
+        {"requester_rnr_nak_per_packet",
+         "RNR NAKs for each packet of one refused message spend one retry (rnr_retry 1)",
+         requester_rnr_nak_per_packet},
         {"requester_rnr_retry_exceeded", "RNR NAKs beyond rnr_retry: RNR_RETRY_EXC_ERR, QP error",
          requester_rnr_retry_exceeded},
         {"requester_remote_access_nak",
@@ -484,6 +556,10 @@ std::vector<Case> requester_cases() {
          "no ACK for retry_cnt transport timeouts: RETRY_EXC_ERR, the rest flushed, QP error",
          requester_retry_exceeded},
         {"requester_psn_wrap", "the DUT's PSNs wrap from 0xffffff to 0", requester_psn_wrap},
+        {"requester_ecn_halves_window",
+         "a window of data all CE-marked halves the DUT's cwnd (alpha starts at 1), with a first "
+         "PSN in the upper half of the PSN space",
+         requester_ecn_halves_window},
     };
 }
 

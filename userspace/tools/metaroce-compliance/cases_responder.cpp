@@ -572,7 +572,13 @@ void ce_marks_echoed(Env& env) {
     }
     expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack, "no ACK");
     expect(marks == 3, format("the ACKs echoed %u CE marks, expected 3", marks));
-    counters.expect_delta("rx_ecn_ce", 3);
+    // A marked duplicate counts too: the count covers the packets received (section 11).
+    c.send(packets[0], 0, /*tos=*/3);
+    const Packet dup = c.expect_ack(psn_add(r, 3));
+    expect(
+        dup.ack().ce_count == 1,
+        format("the ACK of a CE-marked duplicate echoed %u marks, expected 1", dup.ack().ce_count));
+    counters.expect_delta("rx_ecn_ce", 4);
 }
 
 // A remote access error: REMOTE_ACCESS NAK with the packet's PSN, QP to error, receives flushed.
