@@ -505,13 +505,21 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		goto out;
 	}
 
-	rtt = (s32)(soft_now_us() - pkt->ack.ts_echo);
-	if (rtt >= 0 && rtt < (s32)METAROCE_MAX_RTO_US) {
-		soft_rtt_sample(req, rtt);
-		if (pkt->ack.echo_path < req->num_paths)
-			soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
+	/*
+	 * An ACK behind one already seen (overtaken on another path) is old
+	 * news (protocol.md section 3.3): no RTT sample, no fair-share hint.
+	 * Every PSN before the newest cum_psn is delivered, so psn_una is at
+	 * or past it.
+	 */
+	if (soft_psn_diff(cum, req->psn_una) >= 0) {
+		rtt = (s32)(soft_now_us() - pkt->ack.ts_echo);
+		if (rtt >= 0 && rtt < (s32)METAROCE_MAX_RTO_US) {
+			soft_rtt_sample(req, rtt);
+			if (pkt->ack.echo_path < req->num_paths)
+				soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
+		}
+		req->cc.fair_share = pkt->ack.fair_share;
 	}
-	req->cc.fair_share = pkt->ack.fair_share;
 
 	/* Cumulative part. */
 	acked_before = req->acked_tx_seq;

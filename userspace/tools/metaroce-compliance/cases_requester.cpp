@@ -449,6 +449,38 @@ void requester_psn_wrap(Env& env) {
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
 }
 
+// The DUT sends `n` new packets from PSN `first`: returns how many it sent before its first
+// timer event (a tail-loss probe or an RTO, which also shrinks cwnd; RETX marks it), which is
+// what its window allowed, then acknowledges everything until the last is in. Packets before
+// `first` (late resends of earlier work) are ignored.
+std::size_t sent_before_timer(Conn& c, Psn first, std::uint32_t n) {
+    const Psn end = psn_add(first, n);
+    std::set<Psn> fresh, received;
+    bool timed_out = false;
+    Psn cum = first;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(c.env().ms(3000));
+    while (cum != end && Clock::now() < deadline) {
+        const std::optional<Seen> seen = c.receive(100);
+        if (!seen) {
+            // Silence: the DUT waits for ACKs; the count is complete.
+            timed_out = true;
+            c.send(c.ack(cum));
+            continue;
+        }
+        const Packet& p = seen->packet;
+        if (p.bth.opcode == Opcode::Ack || psn_diff(p.bth.psn, first) < 0) continue;
+        if (p.bth.has(flag::kRetx)) timed_out = true;
+        if (psn_diff(p.bth.psn, cum) >= 0) {
+            if (!timed_out) fresh.insert(p.bth.psn);
+            received.insert(p.bth.psn);
+            while (received.count(cum) != 0) cum = psn_next(cum);
+        }
+        if (timed_out) c.send(c.ack(cum));
+    }
+    c.send(c.ack(cum));
+    return fresh.size();
+}
+
 void requester_ecn_halves_window(Env& env) {
     // A first PSN in the upper half of the PSN space: windows of data must still end there.
     ConnOptions o;
@@ -467,40 +499,32 @@ void requester_ecn_halves_window(Env& env) {
     // Then more than half the initial window of 256, within the local buffer.
     const std::uint32_t packets = std::min<std::uint32_t>(180, Conn::kMrSize / c.mtu());
     post(c, IBV_WR_RDMA_WRITE, 2, 0, packets * c.mtu());
-    // What the DUT sends before its first timer event (a tail-loss probe or an RTO, which
-    // also shrinks cwnd) is what its cwnd allows: RETX marks the end.
-    const Psn end = psn_add(s, kMarked + packets);
-    std::set<Psn> fresh, received;
-    bool timed_out = false;
-    Psn cum = psn_add(s, kMarked);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(env.ms(3000));
-    while (cum != end && Clock::now() < deadline) {
-        const std::optional<Seen> seen = c.receive(100);
-        if (!seen) {
-            // Silence: the DUT waits for ACKs; the count is complete. Acknowledge all.
-            timed_out = true;
-            c.send(c.ack(cum));
-            continue;
-        }
-        const Packet& p = seen->packet;
-        if (p.bth.opcode == Opcode::Ack) continue;
-        // (Resends of the first WRITE, from a timer that fired before its ACK came, are late.)
-        const bool second = psn_diff(p.bth.psn, psn_add(s, kMarked)) >= 0;
-        if (!second) continue;
-        if (p.bth.has(flag::kRetx)) timed_out = true;
-        if (psn_diff(p.bth.psn, cum) >= 0) {
-            if (!timed_out) fresh.insert(p.bth.psn);
-            received.insert(p.bth.psn);
-            while (received.count(cum) != 0) cum = psn_next(cum);
-        }
-        if (timed_out) c.send(c.ack(cum));
-    }
-    note("after a fully marked window the DUT sent %zu new packets", fresh.size());
-    expect(!fresh.empty(), "the DUT sent nothing after the marked window");
-    expect(fresh.size() <= METAROCE_SACK_BITS / 2,
-           format("%zu packets in flight after a fully CE-marked window: cwnd was not halved",
-                  fresh.size()));
-    c.send(c.ack(cum));
+    const std::size_t sent = sent_before_timer(c, psn_add(s, kMarked), packets);
+    note("after a fully marked window the DUT sent %zu new packets", sent);
+    expect(sent != 0, "the DUT sent nothing after the marked window");
+    expect(
+        sent <= METAROCE_SACK_BITS / 2,
+        format("%zu packets in flight after a fully CE-marked window: cwnd was not halved", sent));
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
+}
+
+void requester_stale_ack_ignored(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 4 * c.mtu());
+    c.collect_requests(4);
+    c.send(c.ack(psn_add(s, 4)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+    // An ACK overtaken by a newer one (section 3.3): its fair-share hint of one packet is old
+    // news and must not limit the next message.
+    Packet stale = c.ack(psn_add(s, 2));
+    stale.ack().fair_share = 1;
+    c.send(stale);
+    env.drain();  // the stale ACK is in before the next post
+    post(c, IBV_WR_RDMA_WRITE, 2, 0, 32 * c.mtu());
+    const std::size_t sent = sent_before_timer(c, psn_add(s, 4), 32);
+    note("after a stale ACK with a fair-share hint of 1 the DUT sent %zu packets", sent);
+    expect(sent > 1, "the DUT took the fair-share hint of a stale ACK");
     expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
 }
 
@@ -556,6 +580,10 @@ std::vector<Case> requester_cases() {
          "no ACK for retry_cnt transport timeouts: RETRY_EXC_ERR, the rest flushed, QP error",
          requester_retry_exceeded},
         {"requester_psn_wrap", "the DUT's PSNs wrap from 0xffffff to 0", requester_psn_wrap},
+        {"requester_stale_ack_ignored",
+         "an ACK behind a newer one is ignored: its fair-share hint of 1 does not limit the next "
+         "WRITE",
+         requester_stale_ack_ignored},
         {"requester_ecn_halves_window",
          "a window of data all CE-marked halves the DUT's cwnd (alpha starts at 1), with a first "
          "PSN in the upper half of the PSN space",
