@@ -27,7 +27,8 @@ static u16 fair_share(struct metaroce_dev *mdev)
 	u32 senders = max3(READ_ONCE(mdev->fs_active),
 			   (u32)atomic_read(&mdev->fs_count), 1U);
 
-	return max_t(u32, METAROCE_RX_BUDGET / senders, 4);
+	return max_t(u32, METAROCE_RX_BUDGET / senders,
+		     METAROCE_MIN_FAIR_SHARE);
 }
 
 /*

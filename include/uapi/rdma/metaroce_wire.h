@@ -199,6 +199,7 @@ static inline __u32 metaroce_segment_size(__u32 path_mtu)
 #define METAROCE_MAX_RTO_US		2000000
 #define METAROCE_RTO_MIN_CWND		16	/* a timeout halves cwnd to this */
 #define METAROCE_RX_BUDGET		512	/* the fair-share hint's budget */
+#define METAROCE_MIN_FAIR_SHARE		4	/* the smallest hint */
 
 /* Serial-number comparison of 24-bit PSNs: a - b in [-2^23, 2^23). */
 static inline __s32 metaroce_psn_diff(__u32 a, __u32 b)

@@ -18,7 +18,7 @@ unsigned FairShareTracker::active_connections(TimeUs now) const {
 
 std::uint16_t FairShareTracker::hint(TimeUs now) const {
     const unsigned active = std::max(1u, active_connections(now));
-    const std::uint32_t share = std::max<std::uint32_t>(1, budget_ / active);
+    const std::uint32_t share = std::max<std::uint32_t>(METAROCE_MIN_FAIR_SHARE, budget_ / active);
     return static_cast<std::uint16_t>(std::min<std::uint32_t>(share, 0xffff));
 }
 

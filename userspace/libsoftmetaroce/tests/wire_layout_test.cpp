@@ -117,6 +117,7 @@ TEST(WireLayout, ProtocolDefaults) {
     EXPECT_EQ(METAROCE_MAX_RTO_US, 2000000);
     EXPECT_EQ(METAROCE_RTO_MIN_CWND, 16);
     EXPECT_EQ(METAROCE_RX_BUDGET, 512);
+    EXPECT_EQ(METAROCE_MIN_FAIR_SHARE, 4);
 }
 
 TEST(WireLayout, SegmentOfThe1500ByteClassFitsAnEthernetFrameBehindIpv6) {

@@ -21,7 +21,8 @@ class FairShareTracker {
 
     // Connection `connection` (e.g. its QPN) delivered data at `now`.
     void note_activity(std::uint32_t connection, TimeUs now);
-    // The hint for the ACK field: budget / active connections, at least 1, at most 65535.
+    // The hint for the ACK field: budget / active connections, at least
+    // METAROCE_MIN_FAIR_SHARE, at most 65535.
     std::uint16_t hint(TimeUs now) const;
     unsigned active_connections(TimeUs now) const;
 
