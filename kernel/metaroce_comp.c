@@ -187,13 +187,21 @@ static void declare_lost(struct metaroce_dev *mdev, struct soft_req *req,
 		soft_path_on_lost(mdev, req, e->path);
 }
 
+/*
+ * How long after the newest READ response one missing before it is lost:
+ * responses leave the responder in order.
+ */
+static u32 response_gap_us(const struct soft_req *req)
+{
+	return max_t(u32, req->srtt_us / 2, METAROCE_MIN_REORDER_US);
+}
+
 /* How long after its send a packet overtaken by a later one is lost. */
 static u32 reorder_window_us(const struct soft_req *req)
 {
 	if (!req->srtt_us)
 		return METAROCE_INITIAL_RTO_US;
-	return req->srtt_us +
-	       max_t(u32, req->srtt_us / 2, METAROCE_MIN_REORDER_US);
+	return req->srtt_us + response_gap_us(req);
 }
 
 /*
@@ -221,11 +229,7 @@ static bool detect_losses(struct metaroce_soft_qp *sqp, u32 now)
 	struct soft_req *req = &sqp->req;
 	u32 span = soft_psn_diff(req->psn_next, req->psn_una);
 	u32 window = reorder_window_us(req);
-	/*
-	 * A READ's responses leave the responder in order: one missing this
-	 * long after a later one arrived is lost.
-	 */
-	u32 gap = max_t(u32, req->srtt_us / 2, METAROCE_MIN_REORDER_US);
+	u32 gap = response_gap_us(req);
 	bool any = false;
 	u32 i;
 

@@ -407,7 +407,7 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
 TimeUs Sender::reorder_window() const {
     const std::optional<TimeUs> srtt = rtt_.srtt();
     if (!srtt) return config_.rtt.initial_rto_us;
-    return *srtt + std::max(*srtt / 2, config_.min_reorder_us);
+    return *srtt + response_gap();
 }
 
 TimeUs Sender::response_gap() const {
