@@ -10,13 +10,12 @@ ReorderTracker::ReorderTracker(std::uint32_t initial_allowance, std::uint32_t ma
       allowance_(initial_) {}
 
 void ReorderTracker::on_delivered(std::uint64_t tx_order, bool first_transmission) {
-    const auto later = latest_.end() - std::upper_bound(latest_.begin(), latest_.end(), tx_order);
-    if (first_transmission && later > 0) {
-        const auto wanted = static_cast<std::uint32_t>(later) + 1;
-        allowance_ = std::min(std::max(allowance_, wanted), max_);
-    }
-    if (latest_.size() == max_ && tx_order <= latest_.front()) return;
-    latest_.insert(std::upper_bound(latest_.begin(), latest_.end(), tx_order), tx_order);
+    const auto at = std::upper_bound(latest_.begin(), latest_.end(), tx_order);
+    const auto later = static_cast<std::uint32_t>(latest_.end() - at);
+    if (first_transmission && later > 0)
+        allowance_ = std::min(std::max(allowance_, later + 1), max_);
+    if (latest_.size() == max_ && at == latest_.begin()) return;
+    latest_.insert(at, tx_order);
     if (latest_.size() > max_) latest_.erase(latest_.begin());
 }
 
