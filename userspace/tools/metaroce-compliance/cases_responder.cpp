@@ -164,35 +164,28 @@ void ack_every_32(Env& env) {
     // Encoded first, then sent back to back: the count rule, not the delayed-ACK timer, is
     // what must acknowledge a fast stream.
     std::vector<std::vector<std::uint8_t>> wire;
-    for (Packet& p : packets) {
-        p.bth.ts = 0;
-        wire.push_back(encode(p));
-    }
+    for (const Packet& p : packets) wire.push_back(encode(p));
     for (const auto& bytes : wire) c.send_bytes(bytes);
     const Psn end = psn_add(r, kPackets);
+    const auto is_ack = [](const Packet& p) {
+        return p.bth.opcode == Opcode::Ack && !p.ack().is_nak();
+    };
     Psn cum = r;
-    std::uint32_t acks = 0, count_rule = 0;
-    std::string advances;
+    std::string advances;  // packets acknowledged by each ACK, for the log
     for (const Seen& s : c.receive_until(
-             [end](const Packet& p) {
-                 return p.bth.opcode == Opcode::Ack && !p.ack().is_nak() && p.ack().cum_psn == end;
-             },
-             3000)) {
-        if (s.packet.bth.opcode != Opcode::Ack || s.packet.ack().is_nak()) continue;
+             [&](const Packet& p) { return is_ack(p) && p.ack().cum_psn == end; }, 3000)) {
+        if (!is_ack(s.packet)) continue;
         const Psn next = s.packet.ack().cum_psn;
         const std::int32_t advance = psn_diff(next, cum);
         if (advance <= 0) continue;
         expect(advance <= static_cast<std::int32_t>(every),
                format("%d packets went unacknowledged (cum %u to %u); the spec allows %u", advance,
                       cum, next, every));
-        ++acks;
         advances += format(" %d", advance);
-        if (advance == static_cast<std::int32_t>(every)) ++count_rule;
         cum = next;
     }
     expect(cum == end, format("the stream ended acknowledged to %u, not %u", cum, end));
-    note("%u ACKs for %u packets, %u of them after exactly %u; advances:%s", acks, kPackets,
-         count_rule, every, advances.c_str());
+    note("%u packets acknowledged in runs of:%s", kPackets, advances.c_str());
     expect(mr_equals(c, kArea, data), "the WRITE's bytes are not in the DUT's memory");
 }
 
