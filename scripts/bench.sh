@@ -2,12 +2,13 @@
 # make bench: MetaRoCE and the kernel's rxe side by side on the same
 # two-VM link (QEMU, -netdev dgram on 127.0.0.1), several repetitions:
 # throughput and latency on the clean link, then throughput under loss
-# (0.1% to 10%) and reordering, each throughput run followed by one TCP
-# stream (iperf3) as the link's reference. Prints medians and ratios and writes
-# docs/results/bench.md and docs/results/loss-sweep.png. Performance is
-# only ever compared within one run. Each repetition boots its own VMs: a
-# VM whose emulated NIC stops transmitting (seen twice) spoils that
-# repetition only. Which device runs first alternates between repetitions.
+# (0.1% to 10%) and reordering, each pair of throughput runs followed by
+# one TCP stream (iperf3) as the link's reference. Prints medians and
+# ratios and writes docs/results/bench.md and docs/results/loss-sweep.png.
+# Performance is only ever compared within one run. Each repetition boots
+# its own VMs: a VM whose emulated NIC stops transmitting (seen twice)
+# spoils that repetition only. Which device runs first alternates between
+# repetitions.
 #
 #   BENCH_REPS=3 BENCH_DURATION=8 BENCH_LOSSES="0.1 1 5 10" scripts/bench.sh
 #   BENCH_LOSSES= scripts/bench.sh        # clean link only

@@ -27,6 +27,11 @@ def get(test, dev, cond):
     return med.get((test, dev, cond), 0.0)
 
 
+def pct(value, base):
+    """value as a percentage of base (0 without a base)."""
+    return 100 * value / base if base else 0
+
+
 def cell(dev, cond, test=None):
     """The median, and how many runs failed if any did."""
     test = test or ("tcp_bw" if dev == "tcp" else "write_bw")
@@ -61,8 +66,7 @@ if has_tcp:
     lines += ["The link's own reference: one TCP stream (iperf3) between the same VMs,"
               " run after each pair, moved %s MB/s (MiB/s, as perftest counts);"
               " metaroce moved %.0f%% of that, rxe %.0f%%."
-              % (cell("tcp", "clean"), 100 * bw_m / bw_t if bw_t else 0,
-                 100 * bw_r / bw_t if bw_t else 0), ""]
+              % (cell("tcp", "clean"), pct(bw_m, bw_t), pct(bw_r, bw_t)), ""]
 
 conds = sorted({c for (_, _, c) in runs if c.startswith("loss")},
                key=lambda c: float(c[4:]))
@@ -79,20 +83,17 @@ if conds:
     for c in conds:
         m, r = get("write_bw", "mr0", c), get("write_bw", "rxe0", c)
         t = get("tcp_bw", "tcp", c)
-        km, kr = (m / bw_m if bw_m else 0), (r / bw_r if bw_r else 0)
-        kt = t / bw_t if bw_t else 0
+        km, kr, kt = pct(m, bw_m), pct(r, bw_r), pct(t, bw_t)
         lines.append("| %s%% | %s | %.0f%% | %s | %.0f%% | %s | %.0f%% |"
-                     % (c[4:], cell("mr0", c), 100 * km, cell("rxe0", c), 100 * kr,
-                        cell("tcp", c), 100 * kt))
-        plot.append((float(c[4:]), 100 * km, 100 * kr, 100 * kt))
+                     % (c[4:], cell("mr0", c), km, cell("rxe0", c), kr, cell("tcp", c), kt))
+        plot.append((float(c[4:]), km, kr, kt))
     m, r = get("write_bw", "mr0", "reorder"), get("write_bw", "rxe0", "reorder")
     t = get("tcp_bw", "tcp", "reorder")
     if ("write_bw", "mr0", "reorder") in med:
         lines += ["", "Reordering (netem delay 1ms reorder 75%%: a quarter of the"
                   " packets overtake): metaroce %.2f MB/s (%.0f%%), rxe %.2f MB/s"
-                  " (%.0f%%)%s." % (m, 100 * m / bw_m if bw_m else 0,
-                                   r, 100 * r / bw_r if bw_r else 0,
-                                   ", TCP %.2f MB/s (%.0f%%)" % (t, 100 * t / bw_t if bw_t else 0)
+                  " (%.0f%%)%s." % (m, pct(m, bw_m), r, pct(r, bw_r),
+                                   ", TCP %.2f MB/s (%.0f%%)" % (t, pct(t, bw_t))
                                    if has_tcp else "")]
     lines.append("")
     if shutil.which("gnuplot"):

@@ -3,8 +3,9 @@
 # alternating the two devices: ib_write_bw (64 KiB) and ib_write_lat (8 B)
 # on the clean link, then ib_write_bw under netem loss on both VMs' links
 # (BENCH_LOSSES) and with reordering; after each pair of ib_write_bw runs,
-# one TCP stream (iperf3) under the same condition as the link's reference. VM 0 runs the perftest servers, VM 1
-# the clients and records one line per run in the shared run directory:
+# one TCP stream (iperf3) under the same condition as the link's reference.
+# VM 0 runs the perftest servers, VM 1 the clients and records one line per
+# run in the shared run directory:
 #   TEST DEVICE CONDITION VALUE
 # scripts/bench.sh turns them into medians, ratios, a table and a plot.
 source "$(dirname "$0")/../metaroce/lib.sh"
