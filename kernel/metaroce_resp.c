@@ -282,9 +282,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	bool run_first;
 
 	*npkts = soft_npkts(pkt->rreq.len, qp->mtu);
-	if (pkt->rreq.offset % qp->mtu ||
-	    soft_psn_diff(soft_psn_add(pkt->psn, *npkts), resp->cum) >
-	    SOFT_WINDOW) {
+	if (pkt->rreq.offset % qp->mtu) {
 		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
 		return RX_REFUSED;
 	}
@@ -322,6 +320,18 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	r->retx = pkt->flags & METAROCE_F_RETX;
 	r->done = false;
 	return RX_PLACED;
+}
+
+/*
+ * How far past cum the last PSN of @pkt is, @ahead being its first's: a
+ * READ_REQ takes one PSN per response packet, and all must fit the window.
+ */
+static s64 last_psn_ahead(const struct metaroce_qp *qp,
+			  const struct soft_pkt_info *pkt, s32 ahead)
+{
+	if (pkt->opcode != METAROCE_OP_READ_REQ)
+		return ahead;
+	return (s64)ahead + soft_npkts(pkt->rreq.len, qp->mtu) - 1;
 }
 
 static void mark_received(struct soft_resp *resp, u32 psn, u32 n)
@@ -368,7 +378,7 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	spin_lock_bh(&resp->lock);
 	soft_ack_note_echo(resp, pkt);
 	ahead = soft_psn_diff(pkt->psn, resp->cum);
-	if (ahead > SOFT_WINDOW) {
+	if (last_psn_ahead(qp, pkt, ahead) > SOFT_WINDOW) {
 		metaroce_count(qp->mdev, RX_OUT_OF_WINDOW);
 		goto unlock;
 	}

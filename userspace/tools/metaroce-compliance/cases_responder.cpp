@@ -211,6 +211,27 @@ void beyond_window(Env& env) {
     counters.expect_delta("rx_out_of_window", 1);
 }
 
+// A READ_REQ takes one PSN per response packet: it is in the window when its last PSN is.
+void read_window_edge(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t len = 2 * c.mtu() + 100;  // PSNs cum + 254 .. cum + 256
+    c.send(c.read_request(psn_add(r, 254), c.mr().addr() + kArea, c.mr().rkey(), len));
+    expect_window(c, r, {psn_add(r, 254), psn_add(r, 255), psn_add(r, 256)});
+    c.expect_state(IBV_QPS_RTS);
+}
+
+void read_beyond_window(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    CounterCheck counters(env);
+    const std::uint32_t len = 2 * c.mtu() + 100;  // PSNs cum + 255 .. cum + 257
+    c.expect_dropped(
+        encode(c.read_request(psn_add(r, 255), c.mr().addr() + kArea, c.mr().rkey(), len)), r);
+    counters.expect_delta("rx_out_of_window", 1);
+    c.expect_state(IBV_QPS_RTS);
+}
+
 void psn_wrap(Env& env) {
     ConnOptions o;
     o.dut_rq_psn = 0xfffffe;
@@ -712,6 +733,13 @@ std::vector<Case> responder_cases() {
          sack_window_edge},
         {"beyond_window", "PSN cum+257 is dropped, not placed, counted (rx_out_of_window)",
          beyond_window},
+        {"read_window_edge",
+         "a READ_REQ whose last response PSN is cum+256 is accepted: its PSNs are marked",
+         read_window_edge},
+        {"read_beyond_window",
+         "a READ_REQ whose last response PSN is cum+257 is dropped, counted (rx_out_of_window), "
+         "no NAK",
+         read_beyond_window},
         {"psn_wrap", "PSNs wrap at 2^24: SACK bits and cum_psn across 0xffffff -> 0", psn_wrap},
         {"read_response_format",
          "READ responses: PSNs p..p+n-1, FIRST/LAST, address k*MTU, MSN, msg_len, data; the "
