@@ -652,7 +652,11 @@ static bool handle_quiet(struct metaroce_soft_qp *sqp, u32 now, u32 limit_us)
 	if (!req->inflight || quiet < (s32)pto)
 		return false;
 	if (req->probes < METAROCE_MAX_PROBES) {
+		/* Probes in a row are a probe timeout apart too. */
+		if (req->probes && (s32)(now - req->probe_us) < (s32)pto)
+			return false;
 		req->probes++;
+		req->probe_us = now;
 		metaroce_count(sqp->qp->mdev, TAIL_PROBES);
 		probe_tail(sqp);
 		return true;

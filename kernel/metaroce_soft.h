@@ -143,6 +143,7 @@ struct soft_req {
 	u8 retries;			/* retry periods without progress */
 	bool resent_in_period;		/* something was resent this period */
 	u8 probes;			/* tail probes since the last delivery */
+	u32 probe_us;			/* when the last of them went */
 	u8 rnr_retries;			/* RNR NAKs for the current message */
 	bool sq_drained_sent;		/* SQD: the drained event went out */
 	bool rnr_wait;			/* resend nothing until rnr_until_us */

@@ -233,6 +233,29 @@ void requester_tail_loss_probe(Env& env) {
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
 }
 
+// Probes in a row are spaced by the probe timeout too: the second is not due one timer tick
+// after the first (protocol.md section 8). Three packets, so that the first probe leaves two in
+// flight (with none, the resend would restart the quiet clock anyway).
+void requester_tail_probes_spaced(Env& env) {
+    Conn c(env);
+    const Psn last = psn_add(c.sq_psn(), 2);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 3 * c.mtu());
+    c.collect_requests(3);
+    // The DUT has no RTT sample (this harness's ACKs echo no timestamp): its probe timeout is
+    // the initial RTO, 20 ms. The gap between the probes is measured, not the one before the
+    // first: the harness may read the first transmissions late.
+    const Seen probe1 = expect_resend(c, last, {}, 3000);
+    const Seen probe2 = expect_resend(c, last, {}, 3000);
+    const double gap = ms_between(probe1.at, probe2.at);
+    const double floor_ms = METAROCE_INITIAL_RTO_US / 2000.0;
+    note("the second probe %.1f ms after the first", gap);
+    expect(
+        gap >= floor_ms,
+        format("the second probe came %.3f ms after the first, under half the probe timeout", gap));
+    c.send(c.ack(psn_next(last)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
 void requester_rnr_nak(Env& env) {
     Conn c(env);
     const Psn s = c.sq_psn();
@@ -542,6 +565,9 @@ std::vector<Case> requester_cases() {
         {"requester_tail_loss_probe",
          "no ACK at all: the newest packet is resent (RETX) after at least 1 ms",
          requester_tail_loss_probe},
+        {"requester_tail_probes_spaced",
+         "no ACK at all: the second tail-loss probe follows the first by a probe timeout too",
+         requester_tail_probes_spaced},
         {"requester_rnr_nak", "RNR NAK: the refused PSN is resent after the RNR timer",
          requester_rnr_nak},
         {"requester_rnr_nak_per_packet",
