@@ -24,7 +24,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
-    requests_.push_back(Request{range, now, std::vector<bool>(range.size(), false), {}, 0});
+    requests_.push_back(Request{range, now, {}, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -39,7 +39,7 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, counts_from, std::vector<bool>(range.size(), false), {}, 0});
+    requests_.push_back(Request{range, counts_from, {}, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         cover_[i] = request;
         lost_[i] = false;
@@ -60,7 +60,6 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
     const std::uint32_t request = cover_[index];
     Request& r = requests_[request];
     if (now >= r.counts_from) {
-        r.seen[index - r.range.first] = true;
         if (!r.newest_seen || index > *r.newest_seen) {
             r.newest_seen = index;
             r.newest_seen_at = now;
@@ -82,18 +81,17 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
 }
 
 void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs gap) {
-    // A response of this request is lost once responses the responder sent after it (higher
-    // indices of the same request) arrived: `allowance_` of them, or one, and none newer for
-    // the gap.
+    // A response of this request is lost once one the responder sent after it (a higher index
+    // of the same request) arrived: `allowance_` or more indices after it, or any, with none
+    // newer for the gap.
     const Request& r = requests_[request];
-    const bool timed_out = r.newest_seen && now >= r.newest_seen_at + gap;
-    std::uint32_t later = 0;
-    for (std::uint32_t i = r.range.end; i-- > r.range.first;) {
-        if ((later >= allowance_ || (later > 0 && timed_out)) && !received_[i] && !lost_[i] &&
+    if (!r.newest_seen) return;
+    const bool timed_out = now >= r.newest_seen_at + gap;
+    for (std::uint32_t i = r.range.first; i < *r.newest_seen; ++i) {
+        if ((*r.newest_seen - i >= allowance_ || timed_out) && !received_[i] && !lost_[i] &&
             cover_[i] == request) {
             lost_[i] = true;
         }
-        if (r.seen[i - r.range.first]) ++later;
     }
 }
 
@@ -101,14 +99,13 @@ std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs gap) const {
     std::optional<TimeUs> next;
     for (std::uint32_t request = 0; request < requests_.size(); ++request) {
         const Request& r = requests_[request];
-        bool later = false;
-        for (std::uint32_t i = r.range.end; i-- > r.range.first;) {
-            if (later && !received_[i] && !lost_[i] && cover_[i] == request) {
+        if (!r.newest_seen) continue;
+        for (std::uint32_t i = r.range.first; i < *r.newest_seen; ++i) {
+            if (!received_[i] && !lost_[i] && cover_[i] == request) {
                 const TimeUs at = r.newest_seen_at + gap;
                 if (!next || at < *next) next = at;
                 break;
             }
-            if (r.seen[i - r.range.first]) later = true;
         }
     }
     return next;

@@ -10,20 +10,19 @@ ReorderTracker::ReorderTracker(std::uint32_t initial_allowance, std::uint32_t ma
       allowance_(initial_) {}
 
 void ReorderTracker::on_delivered(std::uint64_t tx_order, bool first_transmission) {
-    const auto at = std::upper_bound(latest_.begin(), latest_.end(), tx_order);
-    const auto later = static_cast<std::uint32_t>(latest_.end() - at);
-    if (first_transmission && later > 0)
-        allowance_ = std::min(std::max(allowance_, later + 1), max_);
-    if (latest_.size() == max_ && at == latest_.begin()) return;
-    latest_.insert(at, tx_order);
-    if (latest_.size() > max_) latest_.erase(latest_.begin());
+    if (first_transmission && latest_before_ack_ && *latest_before_ack_ > tx_order) {
+        const std::uint64_t overtaken = *latest_before_ack_ - tx_order;
+        allowance_ = static_cast<std::uint32_t>(
+            std::min<std::uint64_t>(std::max<std::uint64_t>(allowance_, overtaken + 1), max_));
+    }
+    if (!latest_ || tx_order > *latest_) latest_ = tx_order;
 }
 
 void ReorderTracker::decay() { allowance_ = std::max(allowance_ - allowance_ / 8, initial_); }
 
 std::optional<std::uint64_t> ReorderTracker::loss_threshold() const {
-    if (latest_.size() < allowance_) return std::nullopt;
-    return latest_[latest_.size() - allowance_];
+    if (!latest_ || *latest_ + 1 < allowance_) return std::nullopt;
+    return *latest_ + 1 - allowance_;
 }
 
 }  // namespace metaroce

@@ -339,6 +339,7 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
         }
     }
 
+    reorder_.begin_ack();
     // An ACK behind the newest one carries nothing new except its NAK and ECN fields.
     const bool stale = highest_cum_ && psn_before(ack.cum_psn, *highest_cum_);
     if (stale) {
@@ -415,9 +416,9 @@ TimeUs Sender::response_gap() const {
 }
 
 void Sender::detect_losses(TimeUs now) {
-    // Once a transmission after it was delivered, a packet is lost when at least
-    // `reorder_allowance` later transmissions were delivered (the count rule), or when it has
-    // been out longer than the reordering window (the time rule).
+    // Once a transmission after it was delivered, a packet is lost when a transmission at least
+    // `reorder_allowance` after it was (the count rule), or when it has been out longer than
+    // the reordering window (the time rule).
     if (!latest_delivered_tx_) return;
     const std::optional<std::uint64_t> threshold = reorder_.loss_threshold();
     const TimeUs window = reorder_window();
@@ -557,6 +558,7 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     // to the ACK.
     const ReadTracker::Range part = wr->read->part_containing(k);
     std::uint32_t newly_acked = 0;
+    reorder_.begin_ack();
     for (std::uint32_t i = part.first; i < part.end; ++i) {
         PsnSlot* slot = slot_at(psn_add(wr->first_psn, i));
         if (slot == nullptr || slot->state == SlotState::Delivered) continue;

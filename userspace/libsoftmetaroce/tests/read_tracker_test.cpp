@@ -25,17 +25,29 @@ TEST(ReadTracker, PartsCoverTheReadInOrder) {
     EXPECT_FALSE(t.on_response(3, 6, kLongWindow).is_new);
 }
 
-TEST(ReadTracker, HoleIsLostAfterAllowanceLaterResponsesOfTheSameRequest) {
+TEST(ReadTracker, HoleIsLostOnceAResponseAllowanceAfterItArrived) {
     ReadTracker t(20, 3);
     t.issue_part(20, 0);
     for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
     t.on_response(0, 10, kLongWindow);
     t.on_response(2, 10, kLongWindow);
     t.on_response(3, 10, kLongWindow);
-    EXPECT_TRUE(t.take_lost_runs(64).empty());  // two later responses: not yet
+    EXPECT_TRUE(t.take_lost_runs(64).empty());  // the newest is 2 after the hole: not yet
     t.on_response(4, 10, kLongWindow);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
     EXPECT_TRUE(t.take_lost_runs(64).empty());  // taken: re-read by the caller
+}
+
+TEST(ReadTracker, AfterABurstOfLossesTheOldestAreLostAtOnce) {
+    ReadTracker t(8, 3);
+    t.issue_part(8, 0);
+    for (std::uint32_t i = 0; i < 8; ++i) t.on_accepted(i, 0);
+    t.on_response(0, 10, kLongWindow);
+    t.on_response(5, 10, kLongWindow);  // 1..4 missing: 1 and 2 are 3 or more before 5
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 3}}));
+    t.on_reread({1, 3}, 10, 10);
+    t.on_response(6, 11, kLongWindow);
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{3, 4}}));
 }
 
 TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
@@ -63,7 +75,7 @@ TEST(ReadTracker, AllowanceFollowsTheSender) {
     t.set_reorder_allowance(5);  // the paths were seen to reorder more
     t.on_response(0, 10, kLongWindow);
     for (std::uint32_t i = 2; i < 6; ++i) t.on_response(i, 10, kLongWindow);
-    EXPECT_TRUE(t.take_lost_runs(64).empty());  // four later responses: not yet
+    EXPECT_TRUE(t.take_lost_runs(64).empty());  // the newest is 4 after the hole: not yet
     t.on_response(6, 10, kLongWindow);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
 }

@@ -566,21 +566,25 @@ TEST_F(SenderTest, LargeReadIsRequestedInParts) {
 TEST_F(SenderTest, LostReadResponsesAreReReadExactly) {
     post_read(1, 12 * kMtu + 100);
     const auto req = sent().at(0);
-    // Responses 2, 3 and 6 are lost: 2 and 3 have 8 later responses arrive after them, so
-    // they are re-read at once; 6 has only 6 and waits for the timer.
+    // Responses 2, 3 and 6 are lost: response 10 is 8 after 2 and 11 is 8 after 3, so each is
+    // re-read as they arrive; nothing 8 after 6 arrives (the last is 12), so 6 waits for the
+    // timer.
     respond(req, {2, 3, 6});
     auto p = sent();
-    ASSERT_EQ(p.size(), 1u);
-    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
-    EXPECT_TRUE(p[0].bth.has(kRetx));
-    EXPECT_EQ(p[0].bth.psn, kStart + 2);
-    EXPECT_EQ(p[0].rreq().offset, 2 * kMtu);
-    EXPECT_EQ(p[0].rreq().len, 2 * kMtu);  // the run of lost responses
-    EXPECT_EQ(p[0].rreq().va, 0x20000u + 2 * kMtu);
-    EXPECT_EQ(p[0].rreq().msn, req.rreq().msn);
-    EXPECT_EQ(tx->counters().rereads, 1u);
+    ASSERT_EQ(p.size(), 2u);
+    for (unsigned i = 0; i < 2; ++i) {
+        EXPECT_EQ(p[i].bth.opcode, Opcode::ReadRequest);
+        EXPECT_TRUE(p[i].bth.has(kRetx));
+        EXPECT_EQ(p[i].bth.psn, kStart + 2 + i);
+        EXPECT_EQ(p[i].rreq().offset, (2 + i) * kMtu);
+        EXPECT_EQ(p[i].rreq().len, kMtu);
+        EXPECT_EQ(p[i].rreq().va, 0x20000u + (2 + i) * kMtu);
+        EXPECT_EQ(p[i].rreq().msn, req.rreq().msn);
+    }
+    EXPECT_EQ(tx->counters().rereads, 2u);
     now += kRtt;
     respond(p[0]);
+    respond(p[1]);
     EXPECT_TRUE(tx->take_completions().empty());
     now = *tx->next_timer();
     tx->on_timer(now);

@@ -5,8 +5,8 @@
 // each taking the PSNs of its range, so READs larger than the 256-PSN window work), and lost
 // responses are recovered with re-reads of the runs of missing indices. Responses are detected
 // lost like packets (protocol.md section 8): once a response sent after it by the same request
-// arrived, a response is lost when at least `reorder_allowance` such responses arrived, or when
-// the newest of them arrived longer ago than the response gap (max(SRTT/2, 1 ms)); and
+// arrived, a response is lost when one at least `reorder_allowance` indices after it arrived, or
+// when the newest of them arrived longer ago than the response gap (max(SRTT/2, 1 ms)); and
 // every response still missing is lost when no response came for a retransmission timeout.
 #pragma once
 
@@ -70,8 +70,8 @@ class ReadTracker {
     struct Request {
         Range range;
         TimeUs counts_from = 0;
-        std::vector<bool> seen;  // responses of the range arrived since counts_from
-        // The highest index seen, and when it arrived: responses leave in index order.
+        // The highest index arrived since counts_from, and when: responses leave in index
+        // order.
         std::optional<std::uint32_t> newest_seen;
         TimeUs newest_seen_at = 0;
     };

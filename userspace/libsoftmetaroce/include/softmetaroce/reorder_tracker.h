@@ -1,16 +1,17 @@
-// Reordering-based loss detection (protocol.md section 8): a packet is lost once at least
-// `allowance` packets sent after it are known delivered. Since only the count matters, it is
-// enough to remember the transmission order numbers of the latest transmissions delivered:
-// every packet sent before the `allowance`-th latest of those is lost.
+// Reordering-based loss detection (protocol.md section 8): a packet is lost once a
+// transmission at least `allowance` transmissions after it is known delivered. Only the latest
+// transmission delivered matters, so that is all this remembers: every packet sent `allowance`
+// or more transmissions before it is lost. (Packets between the two may be lost too: after a
+// burst of losses the earliest are called at once, not only once `allowance` later ones got
+// through.)
 //
-// The allowance adapts to the paths: a first transmission delivered after `d` later ones raises
-// it to d + 1 (at most `max_allowance`), and it falls back by an eighth per window of data, not
-// below where it started.
+// The allowance adapts to the paths: a first transmission delivered `d` transmissions behind
+// the latest one delivered before its ACK raises it to d + 1 (at most `max_allowance`), and it
+// falls back by an eighth per window of data, not below where it started.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 
 namespace metaroce {
 
@@ -18,6 +19,9 @@ class ReorderTracker {
   public:
     ReorderTracker(std::uint32_t initial_allowance, std::uint32_t max_allowance);
 
+    // An ACK is about to be applied: its deliveries measure reordering against the latest
+    // transmission known delivered before it, not against each other.
+    void begin_ack() { latest_before_ack_ = latest_; }
     // A packet whose transmission had order number `tx_order` was delivered; a first
     // transmission overtaken by later ones shows how far the paths reorder.
     void on_delivered(std::uint64_t tx_order, bool first_transmission);
@@ -31,7 +35,8 @@ class ReorderTracker {
     std::uint32_t initial_;
     std::uint32_t max_;
     std::uint32_t allowance_;
-    std::vector<std::uint64_t> latest_;  // ascending, at most max_ entries
+    std::optional<std::uint64_t> latest_;  // the latest transmission delivered
+    std::optional<std::uint64_t> latest_before_ack_;
 };
 
 }  // namespace metaroce
