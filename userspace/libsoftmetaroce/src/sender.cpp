@@ -592,15 +592,20 @@ std::optional<TimeUs> Sender::progress_deadline() const {
 
 std::optional<TimeUs> Sender::read_deadline(const WrState& wr) const {
     if (!wr.read) return std::nullopt;
-    return wr.read->deadline(rtt_.rto(), config_.rtt.max_rto_us);
+    return wr.read->deadline(within_transport_timeout(rtt_.rto()),
+                             within_transport_timeout(config_.rtt.max_rto_us));
+}
+
+TimeUs Sender::within_transport_timeout(TimeUs wait) const {
+    return transport_timeout_ ? std::min(wait, *transport_timeout_) : wait;
 }
 
 TimeUs Sender::tail_probe_timeout() const {
     const std::optional<TimeUs> srtt = rtt_.srtt();
-    if (!srtt) return config_.rtt.initial_rto_us;
+    if (!srtt) return within_transport_timeout(config_.rtt.initial_rto_us);
     // A jittery path (a large RTTVAR) waits longer before a spurious probe.
-    return std::max(
-        {2 * *srtt, *srtt + 4 * rtt_.rttvar().value_or(0), TimeUs{METAROCE_MIN_PROBE_US}});
+    return within_transport_timeout(std::max(
+        {2 * *srtt, *srtt + 4 * rtt_.rttvar().value_or(0), TimeUs{METAROCE_MIN_PROBE_US}}));
 }
 
 std::optional<TimeUs> Sender::quiet_deadline() const {
@@ -617,7 +622,7 @@ std::optional<TimeUs> Sender::quiet_deadline() const {
         if (!oldest || slot->sent_at < *oldest) oldest = slot->sent_at;
     }
     if (!oldest) return std::nullopt;
-    return std::max(last_delivery_, *oldest) + rtt_.rto();
+    return std::max(last_delivery_, *oldest) + within_transport_timeout(rtt_.rto());
 }
 
 std::optional<TimeUs> Sender::next_timer() const {
@@ -701,7 +706,7 @@ void Sender::on_rto(TimeUs now) {
     // Every packet out longer than the RTO is presumed lost (not held against the paths: a
     // timeout hits them all); the oldest goes out first, even if the halved window is full.
     // The next timeout is a full, backed-off RTO away.
-    const TimeUs rto = rtt_.rto();
+    const TimeUs rto = within_transport_timeout(rtt_.rto());
     bool any = false;
     for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
         PsnSlot* slot = slot_at(psn);

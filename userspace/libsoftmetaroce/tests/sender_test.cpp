@@ -359,6 +359,29 @@ TEST_F(SenderTest, TailLossProbeWaitsLongerOnAJitteryPath) {
     EXPECT_EQ(tx->counters().tail_probes, 1u);
 }
 
+TEST_F(SenderTest, ProbesAndRtoWaitNoLongerThanTheLocalAckTimeout) {
+    config.timeout = 8;  // 1.048576 ms, under the 20 ms probe timeout and RTO of no sample
+    reset();
+    post_send(1, 3 * kMtu);
+    sent();
+    const TimeUs start = now;
+    now = *tx->next_timer();
+    EXPECT_EQ(now, start + 1049);
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart + 2}));
+    EXPECT_EQ(tx->counters().tail_probes, 1u);
+    now = *tx->next_timer();
+    EXPECT_EQ(now, start + 2 * 1049);
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart + 2}));
+    EXPECT_EQ(tx->counters().tail_probes, 2u);
+    // The RTO, capped too, is due already: 100 and 101 have been out longer than 1049 us.
+    EXPECT_LE(*tx->next_timer(), now);
+    tx->on_timer(now);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart, kStart + 1}));
+    EXPECT_EQ(tx->counters().rto_expiries, 1u);
+}
+
 TEST_F(SenderTest, RtoHalvesTheWindowButNotBelow16) {
     config.congestion.initial_cwnd = 20;
     reset();

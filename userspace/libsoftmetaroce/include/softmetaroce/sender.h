@@ -190,6 +190,8 @@ class Sender {
     void fail(std::optional<std::uint64_t> failed_seq, WcStatus status);
     Completion completion_for(const WrState& wr, WcStatus status) const;
     std::optional<TimeUs> progress_deadline() const;
+    // Neither the probe timeout nor the RTO waits longer than the QP's local ACK timeout.
+    TimeUs within_transport_timeout(TimeUs wait) const;
     std::optional<TimeUs> read_deadline(const WrState& wr) const;
 
     SenderConfig config_;
