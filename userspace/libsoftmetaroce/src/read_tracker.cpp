@@ -11,11 +11,29 @@ ReadTracker::ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance)
       received_(packets, false),
       accepted_(packets, false),
       lost_(packets, false),
+      in_flight_of_(packets, false),
       cover_(packets, 0),
       part_of_(packets, 0) {}
 
 void ReadTracker::set_reorder_allowance(std::uint32_t allowance) {
     allowance_ = std::max<std::uint32_t>(1, allowance);
+}
+
+void ReadTracker::count_in(std::uint32_t index) {
+    if (in_flight_of_[index]) return;
+    in_flight_of_[index] = true;
+    ++in_flight_;
+}
+
+void ReadTracker::count_out(std::uint32_t index) {
+    if (!in_flight_of_[index]) return;
+    in_flight_of_[index] = false;
+    --in_flight_;
+}
+
+void ReadTracker::mark_lost(std::uint32_t index) {
+    lost_[index] = true;
+    count_out(index);
 }
 
 ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
@@ -28,6 +46,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
+        count_in(i);
     }
     issued_ = range.end;
     return range;
@@ -43,6 +62,7 @@ void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         cover_[i] = request;
         lost_[i] = false;
+        if (!received_[i]) count_in(i);
     }
     last_activity_ = now;
 }
@@ -71,6 +91,7 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
         arrival.is_new = true;
         received_[index] = true;
         lost_[index] = false;
+        count_out(index);
         --missing_;
         if (accepted_[index]) --awaiting_;
         backoff_ = 0;
@@ -90,7 +111,7 @@ void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs gap) {
     for (std::uint32_t i = r.range.first; i < *r.newest_seen; ++i) {
         if ((*r.newest_seen - i >= allowance_ || timed_out) && !received_[i] && !lost_[i] &&
             cover_[i] == request) {
-            lost_[i] = true;
+            mark_lost(i);
         }
     }
 }
@@ -117,19 +138,21 @@ void ReadTracker::detect_time_losses(TimeUs now, TimeUs gap) {
     }
 }
 
-std::vector<ReadTracker::Range> ReadTracker::take_lost_runs(std::uint32_t max_run) {
+std::vector<ReadTracker::Range> ReadTracker::take_lost_runs(std::uint32_t max_run,
+                                                            std::uint32_t max_total) {
     std::vector<Range> runs;
-    for (std::uint32_t i = 0; i < issued_;) {
+    for (std::uint32_t i = 0; i < issued_ && max_total > 0;) {
         if (!lost_[i]) {
             ++i;
             continue;
         }
         Range run{i, i};
-        while (run.end < issued_ && lost_[run.end] && run.size() < max_run) {
+        while (run.end < issued_ && lost_[run.end] && run.size() < std::min(max_run, max_total)) {
             lost_[run.end] = false;
             ++run.end;
         }
         runs.push_back(run);
+        max_total -= run.size();
         i = run.end;
     }
     return runs;
@@ -144,7 +167,7 @@ std::optional<TimeUs> ReadTracker::deadline(TimeUs rto, TimeUs max_wait) const {
 
 void ReadTracker::on_timeout(TimeUs now) {
     for (std::uint32_t i = 0; i < issued_; ++i) {
-        if (accepted_[i] && !received_[i]) lost_[i] = true;
+        if (accepted_[i] && !received_[i]) mark_lost(i);
     }
     ++backoff_;
     last_activity_ = now;

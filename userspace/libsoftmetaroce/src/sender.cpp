@@ -115,17 +115,23 @@ void Sender::send_retransmissions(TimeUs now) {
     for (Psn psn = snd_una_; psn != snd_nxt_; psn = psn_next(psn)) {
         PsnSlot* slot = slot_at(psn);
         if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::Lost) continue;
-        if (!force_retransmission_ && inflight_ >= window()) return;
+        if (!force_retransmission_ && window_use() >= window()) return;
         transmit(*slot, /*retransmission=*/true, now);
         force_retransmission_ = false;
     }
 }
 
 void Sender::send_rereads(TimeUs now) {
+    // Re-reads wait for room in the window as retransmissions do (a forced one goes anyway).
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
-        for (const ReadTracker::Range range : wr.read->take_lost_runs(config_.max_read_packets)) {
+        const std::uint32_t use = window_use();
+        std::uint32_t room = use < window() ? window() - use : 0;
+        if (force_retransmission_) room = std::max<std::uint32_t>(room, 1);
+        for (const ReadTracker::Range range :
+             wr.read->take_lost_runs(config_.max_read_packets, room)) {
             send_reread(wr, range, now);
+            force_retransmission_ = false;
         }
     }
 }
@@ -158,6 +164,15 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     wr.read->on_reread(range, now, now + rtt_.srtt().value_or(0) / 2);
 }
 
+std::uint32_t Sender::window_use() const {
+    // A READ_REQ in flight is one of its part's responses, counted by its tracker.
+    std::uint32_t use = inflight_ - read_requests_inflight_;
+    for (const WrState& wr : wrs_) {
+        if (wr.read) use += wr.read->in_flight();
+    }
+    return use;
+}
+
 bool Sender::window_fits(std::uint32_t psns) const {
     // Every PSN in flight must stay within 256 of the oldest unacknowledged one, so that the
     // SACK bitmap names it (section 8).
@@ -175,14 +190,15 @@ bool Sender::blocked_by_fence(const WrState& wr) const {
 }
 
 void Sender::send_new(TimeUs now) {
-    while (inflight_ < window()) {
+    for (std::uint32_t use = window_use(); use < window(); use = window_use()) {
         WrState* wr = find_wr(next_issue_seq_);
         if (wr == nullptr || blocked_by_fence(*wr)) return;
         if (wr->wr.is_read()) {
             if (read_parts_outstanding_ >= config_.max_rd_atomic) return;
             const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
             if (span >= kWindowPsns) return;
-            issue_read_part(*wr, kWindowPsns - span, now);
+            // Each response asked for counts against the window until it arrives.
+            issue_read_part(*wr, std::min(kWindowPsns - span, window() - use), now);
         } else {
             if (!window_fits(1)) return;
             issue_data_packet(*wr, now);
@@ -307,6 +323,7 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     slot.tx_order = next_tx_order_++;
     ++slot.transmissions;
     ++inflight_;
+    if (slot.kind == SlotKind::ReadRequest) ++read_requests_inflight_;
     paths_.on_sent(choice.index, choice, now);
 
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
@@ -385,6 +402,7 @@ void Sender::mark_delivered(PsnSlot& slot, TimeUs now) {
     if (slot.on_wire()) {
         if (slot.state == SlotState::InFlight) {
             --inflight_;
+            if (slot.kind == SlotKind::ReadRequest) --read_requests_inflight_;
             // Credit the path only when the delivered copy is unambiguous.
             if (slot.transmissions == 1) {
                 paths_.on_delivered(slot.path);
@@ -449,6 +467,7 @@ std::optional<TimeUs> Sender::reorder_deadline() const {
 void Sender::declare_lost(PsnSlot& slot, bool by_network, TimeUs now) {
     slot.state = SlotState::Lost;
     --inflight_;
+    if (slot.kind == SlotKind::ReadRequest) --read_requests_inflight_;
     if (by_network) {
         paths_.on_lost(slot.path, now);
     } else {
@@ -789,6 +808,7 @@ void Sender::fail(std::optional<std::uint64_t> failed_seq, WcStatus status) {
     slots_.fill(std::nullopt);
     snd_una_ = snd_nxt_;
     inflight_ = 0;
+    read_requests_inflight_ = 0;
     read_parts_outstanding_ = 0;
     next_issue_seq_ = next_wr_seq_;
     rnr_until_.reset();

@@ -50,6 +50,24 @@ TEST(ReadTracker, AfterABurstOfLossesTheOldestAreLostAtOnce) {
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{3, 4}}));
 }
 
+TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
+    ReadTracker t(10, 3);
+    t.issue_part(6, 0);
+    EXPECT_EQ(t.in_flight(), 6u);
+    t.on_response(0, 10, kLongWindow);
+    t.on_response(4, 10, kLongWindow);  // 1 is 3 before 4: lost
+    EXPECT_EQ(t.in_flight(), 3u);       // 2, 3, 5
+    EXPECT_FALSE(t.on_response(4, 11, kLongWindow).is_new);
+    EXPECT_EQ(t.in_flight(), 3u);
+    const auto runs = t.take_lost_runs(64, /*max_total=*/0);
+    EXPECT_TRUE(runs.empty());  // no room: 1 stays lost
+    ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    t.on_reread({1, 2}, 12, 12);
+    EXPECT_EQ(t.in_flight(), 4u);
+    t.issue_part(4, 13);
+    EXPECT_EQ(t.in_flight(), 8u);
+}
+
 TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     ReadTracker t(6, 8);
     t.issue_part(6, 100);

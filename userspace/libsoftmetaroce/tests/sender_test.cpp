@@ -560,6 +560,67 @@ TEST_F(SenderTest, ReadRequestAndResponses) {
     EXPECT_EQ(tx->oldest_unacked(), kStart + 4);
 }
 
+TEST_F(SenderTest, ReadResponsesCountAgainstTheWindow) {
+    config.congestion.initial_cwnd = 8;
+    reset();
+    post_read(1, 20 * kMtu);
+    post_send(2, kMtu);
+    auto p = sent();
+    // The first part asks for as many responses as the window has room for; the SEND waits.
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_EQ(p[0].rreq().len, 8 * kMtu);
+    EXPECT_EQ(tx->inflight(), 8u);
+    // The ACK says the request arrived; its responses are still to come and still count.
+    now += kRtt;
+    ack(kStart + 8);
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(tx->inflight(), 8u);
+    // Five responses arrive, one at a time: each makes room for one more, asked for at once.
+    respond(p[0], {5, 6, 7});
+    const auto next = sent();
+    ASSERT_EQ(next.size(), 5u);
+    for (unsigned i = 0; i < 5; ++i) {
+        EXPECT_EQ(next[i].bth.opcode, Opcode::ReadRequest);
+        EXPECT_EQ(next[i].rreq().offset, (8 + i) * kMtu);
+        EXPECT_EQ(next[i].rreq().len, kMtu);
+    }
+    EXPECT_EQ(tx->inflight(), 8u);
+}
+
+TEST_F(SenderTest, ReReadsWaitForRoomInTheWindow) {
+    post_read(1, 8 * kMtu);
+    const auto req = sent().at(0);
+    now += kRtt;
+    // The request arrived; the receiver's fair-share hint shrinks the window to 4.
+    Packet a = ack_packet(kStart + 8, {}, 0, static_cast<std::uint32_t>(now - kRtt));
+    a.ack().fair_share = 4;
+    tx->on_ack(a, now);
+    ASSERT_EQ(tx->window(), 4u);
+    // Responses 0..5 are lost, 6 and 7 arrive; after the response gap the time rule calls the
+    // six lost, and only four of them fit the window.
+    respond(req, {0, 1, 2, 3, 4, 5});
+    EXPECT_TRUE(sent().empty());
+    now += 1000;
+    tx->on_timer(now);
+    auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_EQ(p[0].rreq().offset, 0u);
+    EXPECT_EQ(p[0].rreq().len, 4 * kMtu);
+    EXPECT_EQ(tx->inflight(), 4u);
+    // Their answers make room for the other two, one at a time.
+    respond(p[0]);
+    p = sent();
+    ASSERT_EQ(p.size(), 2u);
+    for (unsigned i = 0; i < 2; ++i) {
+        EXPECT_EQ(p[i].rreq().offset, (4 + i) * kMtu);
+        EXPECT_EQ(p[i].rreq().len, kMtu);
+        respond(p[i]);
+    }
+    EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::Success);
+}
+
 TEST_F(SenderTest, LargeReadIsRequestedInParts) {
     config.max_read_packets = 4;
     reset();

@@ -42,6 +42,9 @@ class ReadTracker {
     std::uint32_t issued() const { return issued_; }  // indices requested so far
     bool all_issued() const { return issued_ == packets_; }
     bool done() const { return all_issued() && missing_ == 0; }
+    // Responses requested and neither arrived nor declared lost: what the READ has in flight
+    // against the congestion window (section 8).
+    std::uint32_t in_flight() const { return in_flight_; }
 
     // Requests the next `count` indices as a new part. Responses arriving before
     // `counts_from` are not used to detect reordering (they may answer an older request).
@@ -57,9 +60,9 @@ class ReadTracker {
     std::optional<TimeUs> reorder_deadline(TimeUs gap) const;
     void detect_time_losses(TimeUs now, TimeUs gap);
 
-    // The runs of lost responses, each at most `max_run` long; they are no longer lost once
-    // taken (the caller re-reads them).
-    std::vector<Range> take_lost_runs(std::uint32_t max_run);
+    // The runs of lost responses, each at most `max_run` long and `max_total` in all; they are
+    // no longer lost once taken (the caller re-reads them).
+    std::vector<Range> take_lost_runs(std::uint32_t max_run, std::uint32_t max_total = UINT32_MAX);
     // When the responses due are given up for lost: `rto`, doubled per consecutive timeout
     // up to `max_wait`, after the latest activity. Empty when nothing is due.
     std::optional<TimeUs> deadline(TimeUs rto, TimeUs max_wait) const;
@@ -77,15 +80,20 @@ class ReadTracker {
     };
 
     void detect_losses(std::uint32_t request, TimeUs now, TimeUs gap);
+    void mark_lost(std::uint32_t index);
+    void count_in(std::uint32_t index);
+    void count_out(std::uint32_t index);
 
     std::uint32_t packets_;
     std::uint32_t allowance_;
     std::uint32_t issued_ = 0;
     std::uint32_t missing_;
-    std::uint32_t awaiting_ = 0;  // accepted and not received
+    std::uint32_t awaiting_ = 0;   // accepted and not received
+    std::uint32_t in_flight_ = 0;  // indices counted in flight
     std::vector<bool> received_;
     std::vector<bool> accepted_;
     std::vector<bool> lost_;
+    std::vector<bool> in_flight_of_;      // index -> counted in in_flight_
     std::vector<std::uint32_t> cover_;    // index -> latest request covering it
     std::vector<std::uint32_t> part_of_;  // index -> part
     std::vector<Range> parts_;

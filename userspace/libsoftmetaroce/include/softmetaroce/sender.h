@@ -104,7 +104,7 @@ class Sender {
     const RttEstimator& rtt() const { return rtt_; }
     Psn next_psn() const { return snd_nxt_; }
     Psn oldest_unacked() const { return snd_una_; }
-    std::uint32_t inflight() const { return inflight_; }
+    std::uint32_t inflight() const { return window_use(); }
     std::uint32_t window() const { return congestion_.window(fair_share_); }
     std::uint16_t fair_share() const { return fair_share_; }
     std::size_t outstanding_wrs() const { return wrs_.size(); }
@@ -166,6 +166,9 @@ class Sender {
     void send_reread(WrState& wr, ReadTracker::Range range, TimeUs now);
     void send_new(TimeUs now);
     bool window_fits(std::uint32_t psns) const;
+    // Packets in flight against the congestion window: data packets and READ requests sent,
+    // and READ responses asked for, neither acknowledged (or arrived) nor declared lost.
+    std::uint32_t window_use() const;
     bool blocked_by_fence(const WrState& wr) const;
     void issue_data_packet(WrState& wr, TimeUs now);
     void issue_read_part(WrState& wr, std::uint32_t room, TimeUs now);
@@ -212,7 +215,8 @@ class Sender {
     Psn snd_nxt_;            // next PSN to assign
     Psn reorder_decay_psn_;  // the allowance decays when snd_una_ reaches it
     std::array<std::optional<PsnSlot>, METAROCE_SACK_BITS> slots_{};
-    std::uint32_t inflight_ = 0;  // wire packets in flight
+    std::uint32_t inflight_ = 0;                // wire packets in flight
+    std::uint32_t read_requests_inflight_ = 0;  // READ_REQs among them
     std::uint64_t next_tx_order_ = 0;
     std::optional<std::uint64_t> latest_delivered_tx_;  // newest transmission known delivered
 
