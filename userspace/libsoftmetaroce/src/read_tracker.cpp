@@ -19,16 +19,19 @@ void ReadTracker::set_reorder_allowance(std::uint32_t allowance) {
     allowance_ = std::max<std::uint32_t>(1, allowance);
 }
 
+// Counted in flight under the request that covers the index now.
 void ReadTracker::count_in(std::uint32_t index) {
     if (in_flight_of_[index]) return;
     in_flight_of_[index] = true;
     ++in_flight_;
+    if (requests_[cover_[index]].in_flight++ == 0) ++requests_in_flight_;
 }
 
 void ReadTracker::count_out(std::uint32_t index) {
     if (!in_flight_of_[index]) return;
     in_flight_of_[index] = false;
     --in_flight_;
+    if (--requests_[cover_[index]].in_flight == 0) --requests_in_flight_;
 }
 
 void ReadTracker::mark_lost(std::uint32_t index) {
@@ -42,7 +45,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
-    requests_.push_back(Request{range, now, {}, 0});
+    requests_.push_back(Request{range, now, {}, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -58,8 +61,9 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, counts_from, {}, 0});
+    requests_.push_back(Request{range, counts_from, {}, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
+        count_out(i);  // a response still in flight moves to the new request
         cover_[i] = request;
         lost_[i] = false;
         if (!received_[i]) count_in(i);
@@ -139,9 +143,10 @@ void ReadTracker::detect_time_losses(TimeUs now, TimeUs gap) {
 }
 
 std::vector<ReadTracker::Range> ReadTracker::take_lost_runs(std::uint32_t max_run,
-                                                            std::uint32_t max_total) {
+                                                            std::uint32_t max_total,
+                                                            std::uint32_t max_runs) {
     std::vector<Range> runs;
-    for (std::uint32_t i = 0; i < issued_ && max_total > 0;) {
+    for (std::uint32_t i = 0; i < issued_ && max_total > 0 && runs.size() < max_runs;) {
         if (!lost_[i]) {
             ++i;
             continue;

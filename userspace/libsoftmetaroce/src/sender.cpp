@@ -122,15 +122,17 @@ void Sender::send_retransmissions(TimeUs now) {
 }
 
 void Sender::send_rereads(TimeUs now) {
-    // Re-reads wait for room in the window as retransmissions do (a forced one goes anyway).
+    // Re-reads wait for room in the window as retransmissions do (a forced one goes anyway),
+    // and each takes a read credit as a part does.
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
-        const std::uint32_t use = window_use();
-        std::uint32_t room = use < window() ? window() - use : 0;
-        if (force_retransmission_) room = std::max<std::uint32_t>(room, 1);
-        for (const ReadTracker::Range range :
-             wr.read->take_lost_runs(config_.max_read_packets, room)) {
-            send_reread(wr, range, now);
+        while (read_requests_in_flight() < config_.max_rd_atomic) {
+            const std::uint32_t use = window_use();
+            std::uint32_t room = use < window() ? window() - use : 0;
+            if (force_retransmission_) room = std::max<std::uint32_t>(room, 1);
+            const auto runs = wr.read->take_lost_runs(config_.max_read_packets, room, 1);
+            if (runs.empty()) break;
+            send_reread(wr, runs.front(), now);
             force_retransmission_ = false;
         }
     }
@@ -164,6 +166,14 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     wr.read->on_reread(range, now, now + rtt_.srtt().value_or(0) / 2);
 }
 
+std::uint32_t Sender::read_requests_in_flight() const {
+    std::uint32_t n = 0;
+    for (const WrState& wr : wrs_) {
+        if (wr.read) n += wr.read->requests_in_flight();
+    }
+    return n;
+}
+
 std::uint32_t Sender::window_use() const {
     // A READ_REQ in flight is one of its part's responses, counted by its tracker.
     std::uint32_t use = inflight_ - read_requests_inflight_;
@@ -194,7 +204,7 @@ void Sender::send_new(TimeUs now) {
         WrState* wr = find_wr(next_issue_seq_);
         if (wr == nullptr || blocked_by_fence(*wr)) return;
         if (wr->wr.is_read()) {
-            if (read_parts_outstanding_ >= config_.max_rd_atomic) return;
+            if (read_requests_in_flight() >= config_.max_rd_atomic) return;
             const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
             if (span >= kWindowPsns) return;
             // Each response asked for counts against the window until it arrives.
@@ -268,7 +278,6 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
         std::min({wr.read->packets() - wr.read->issued(), config_.max_read_packets, room});
     const ReadTracker::Range part = wr.read->issue_part(count, now);
     const std::uint32_t offset = part.first * config_.mtu;
-    ++read_parts_outstanding_;
 
     Packet pkt;
     pkt.bth.opcode = Opcode::ReadRequest;
@@ -591,7 +600,6 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     if (arrival.is_new) {
         std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
         on_progress(now);
-        if (arrival.completed_part) --read_parts_outstanding_;
     } else {
         ++counters_.duplicate_read_responses;
     }
@@ -809,7 +817,6 @@ void Sender::fail(std::optional<std::uint64_t> failed_seq, WcStatus status) {
     snd_una_ = snd_nxt_;
     inflight_ = 0;
     read_requests_inflight_ = 0;
-    read_parts_outstanding_ = 0;
     next_issue_seq_ = next_wr_seq_;
     rnr_until_.reset();
 }

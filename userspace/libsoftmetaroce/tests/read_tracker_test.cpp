@@ -62,10 +62,15 @@ TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
     const auto runs = t.take_lost_runs(64, /*max_total=*/0);
     EXPECT_TRUE(runs.empty());  // no room: 1 stays lost
     ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    EXPECT_EQ(t.requests_in_flight(), 1u);
     t.on_reread({1, 2}, 12, 12);
     EXPECT_EQ(t.in_flight(), 4u);
+    EXPECT_EQ(t.requests_in_flight(), 2u);  // the part (2, 3, 5) and the re-read (1)
     t.issue_part(4, 13);
     EXPECT_EQ(t.in_flight(), 8u);
+    EXPECT_EQ(t.requests_in_flight(), 3u);
+    for (std::uint32_t i : {2u, 3u, 5u}) t.on_response(i, 14, kLongWindow);
+    EXPECT_EQ(t.requests_in_flight(), 2u);  // the part is answered: its credit is free
 }
 
 TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {

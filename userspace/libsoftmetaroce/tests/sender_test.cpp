@@ -621,6 +621,29 @@ TEST_F(SenderTest, ReReadsWaitForRoomInTheWindow) {
     EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::Success);
 }
 
+TEST_F(SenderTest, ReReadsTakeAReadCredit) {
+    config.max_rd_atomic = 1;
+    reset();
+    post_read(1, 8 * kMtu);
+    const auto req = sent().at(0);
+    now += kRtt;
+    ack(kStart + 8);
+    // Responses 0 and 4 are lost; after the response gap both are called lost, which frees
+    // the part's credit, but only one re-read may be out at a time.
+    respond(req, {0, 4});
+    now += 1000;
+    tx->on_timer(now);
+    auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].rreq().offset, 0u);
+    respond(p[0]);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].rreq().offset, 4 * kMtu);
+    respond(p[0]);
+    EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::Success);
+}
+
 TEST_F(SenderTest, LargeReadIsRequestedInParts) {
     config.max_read_packets = 4;
     reset();

@@ -45,6 +45,9 @@ class ReadTracker {
     // Responses requested and neither arrived nor declared lost: what the READ has in flight
     // against the congestion window (section 8).
     std::uint32_t in_flight() const { return in_flight_; }
+    // Requests (parts and re-reads) with responses in flight: each holds a read credit
+    // (max_rd_atomic, section 8).
+    std::uint32_t requests_in_flight() const { return requests_in_flight_; }
 
     // Requests the next `count` indices as a new part. Responses arriving before
     // `counts_from` are not used to detect reordering (they may answer an older request).
@@ -60,9 +63,10 @@ class ReadTracker {
     std::optional<TimeUs> reorder_deadline(TimeUs gap) const;
     void detect_time_losses(TimeUs now, TimeUs gap);
 
-    // The runs of lost responses, each at most `max_run` long and `max_total` in all; they are
-    // no longer lost once taken (the caller re-reads them).
-    std::vector<Range> take_lost_runs(std::uint32_t max_run, std::uint32_t max_total = UINT32_MAX);
+    // The runs of lost responses, each at most `max_run` long, `max_total` in all and at most
+    // `max_runs` of them; they are no longer lost once taken (the caller re-reads them).
+    std::vector<Range> take_lost_runs(std::uint32_t max_run, std::uint32_t max_total = UINT32_MAX,
+                                      std::uint32_t max_runs = UINT32_MAX);
     // When the responses due are given up for lost: `rto`, doubled per consecutive timeout
     // up to `max_wait`, after the latest activity. Empty when nothing is due.
     std::optional<TimeUs> deadline(TimeUs rto, TimeUs max_wait) const;
@@ -77,6 +81,7 @@ class ReadTracker {
         // order.
         std::optional<std::uint32_t> newest_seen;
         TimeUs newest_seen_at = 0;
+        std::uint32_t in_flight = 0;  // indices it covers that are counted in flight
     };
 
     void detect_losses(std::uint32_t request, TimeUs now, TimeUs gap);
@@ -90,6 +95,7 @@ class ReadTracker {
     std::uint32_t missing_;
     std::uint32_t awaiting_ = 0;   // accepted and not received
     std::uint32_t in_flight_ = 0;  // indices counted in flight
+    std::uint32_t requests_in_flight_ = 0;
     std::vector<bool> received_;
     std::vector<bool> accepted_;
     std::vector<bool> lost_;

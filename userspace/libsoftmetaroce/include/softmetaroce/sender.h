@@ -169,6 +169,8 @@ class Sender {
     // Packets in flight against the congestion window: data packets and READ requests sent,
     // and READ responses asked for, neither acknowledged (or arrived) nor declared lost.
     std::uint32_t window_use() const;
+    // READ_REQs (parts and re-reads) with responses in flight: the read credits in use.
+    std::uint32_t read_requests_in_flight() const;
     bool blocked_by_fence(const WrState& wr) const;
     void issue_data_packet(WrState& wr, TimeUs now);
     void issue_read_part(WrState& wr, std::uint32_t room, TimeUs now);
@@ -206,8 +208,7 @@ class Sender {
 
     std::deque<WrState> wrs_;  // posted, not yet completed, in posting order
     std::uint64_t next_wr_seq_ = 0;
-    std::uint64_t next_issue_seq_ = 0;          // first work request not fully segmented
-    std::uint32_t read_parts_outstanding_ = 0;  // READ_REQ parts not fully answered
+    std::uint64_t next_issue_seq_ = 0;  // first work request not fully segmented
     // The message number of the next SEND or WRITE with immediate.
     std::uint32_t next_msn_ = 0;
 
