@@ -39,13 +39,13 @@ void ReadTracker::mark_lost(std::uint32_t index) {
     count_out(index);
 }
 
-ReadTracker::Range ReadTracker::issue_part(std::uint32_t count, TimeUs now) {
+ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
     const Range range{issued_, std::min(packets_, issued_ + count)};
     const auto part = static_cast<std::uint32_t>(parts_.size());
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
-    requests_.push_back(Request{range, now, {}, 0, 0});
+    requests_.push_back(Request{range, true, {}, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -59,9 +59,9 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
     return parts_[part_of_[index]];
 }
 
-void ReadTracker::on_reread(Range range, TimeUs now, TimeUs counts_from) {
+void ReadTracker::on_reread(Range range, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, counts_from, {}, 0, 0});
+    requests_.push_back(Request{range, false, {}, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         count_out(i);  // a response still in flight moves to the new request
         cover_[i] = request;
@@ -83,7 +83,7 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
     last_activity_ = now;
     const std::uint32_t request = cover_[index];
     Request& r = requests_[request];
-    if (now >= r.counts_from) {
+    if (r.first_request) {
         if (!r.newest_seen || index > *r.newest_seen) {
             r.newest_seen = index;
             r.newest_seen_at = now;

@@ -161,9 +161,7 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
     ++counters_.packets_sent;
     ++counters_.rereads;
-    // Responses still arriving for earlier requests must not count as answers to this one:
-    // only those arriving half an RTT later do.
-    wr.read->on_reread(range, now, now + rtt_.srtt().value_or(0) / 2);
+    wr.read->on_reread(range, now);
 }
 
 std::uint32_t Sender::read_requests_in_flight() const {
@@ -276,7 +274,7 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
     // The next part: as many response packets as allowed, taking their PSNs now.
     const std::uint32_t count =
         std::min({wr.read->packets() - wr.read->issued(), config_.max_read_packets, room});
-    const ReadTracker::Range part = wr.read->issue_part(count, now);
+    const ReadTracker::Range part = wr.read->issue_part(count);
     const std::uint32_t offset = part.first * config_.mtu;
 
     Packet pkt;

@@ -12,8 +12,8 @@ constexpr TimeUs kLongWindow = 1'000'000;
 
 TEST(ReadTracker, PartsCoverTheReadInOrder) {
     ReadTracker t(10, 8);
-    EXPECT_EQ(t.issue_part(4, 0), (Range{0, 4}));
-    EXPECT_EQ(t.issue_part(100, 0), (Range{4, 10}));  // clamped to the READ
+    EXPECT_EQ(t.issue_part(4), (Range{0, 4}));
+    EXPECT_EQ(t.issue_part(100), (Range{4, 10}));  // clamped to the READ
     EXPECT_TRUE(t.all_issued());
     EXPECT_EQ(t.part_containing(5), (Range{4, 10}));
     for (std::uint32_t i = 0; i < 10; ++i) {
@@ -27,7 +27,7 @@ TEST(ReadTracker, PartsCoverTheReadInOrder) {
 
 TEST(ReadTracker, HoleIsLostOnceAResponseAllowanceAfterItArrived) {
     ReadTracker t(20, 3);
-    t.issue_part(20, 0);
+    t.issue_part(20);
     for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
     t.on_response(0, 10, kLongWindow);
     t.on_response(2, 10, kLongWindow);
@@ -40,19 +40,19 @@ TEST(ReadTracker, HoleIsLostOnceAResponseAllowanceAfterItArrived) {
 
 TEST(ReadTracker, AfterABurstOfLossesTheOldestAreLostAtOnce) {
     ReadTracker t(8, 3);
-    t.issue_part(8, 0);
+    t.issue_part(8);
     for (std::uint32_t i = 0; i < 8; ++i) t.on_accepted(i, 0);
     t.on_response(0, 10, kLongWindow);
     t.on_response(5, 10, kLongWindow);  // 1..4 missing: 1 and 2 are 3 or more before 5
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 3}}));
-    t.on_reread({1, 3}, 10, 10);
+    t.on_reread({1, 3}, 10);
     t.on_response(6, 11, kLongWindow);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{3, 4}}));
 }
 
 TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
     ReadTracker t(10, 3);
-    t.issue_part(6, 0);
+    t.issue_part(6);
     EXPECT_EQ(t.in_flight(), 6u);
     t.on_response(0, 10, kLongWindow);
     t.on_response(4, 10, kLongWindow);  // 1 is 3 before 4: lost
@@ -63,10 +63,10 @@ TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
     EXPECT_TRUE(runs.empty());  // no room: 1 stays lost
     ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
     EXPECT_EQ(t.requests_in_flight(), 1u);
-    t.on_reread({1, 2}, 12, 12);
+    t.on_reread({1, 2}, 12);
     EXPECT_EQ(t.in_flight(), 4u);
     EXPECT_EQ(t.requests_in_flight(), 2u);  // the part (2, 3, 5) and the re-read (1)
-    t.issue_part(4, 13);
+    t.issue_part(4);
     EXPECT_EQ(t.in_flight(), 8u);
     EXPECT_EQ(t.requests_in_flight(), 3u);
     for (std::uint32_t i : {2u, 3u, 5u}) t.on_response(i, 14, kLongWindow);
@@ -75,7 +75,7 @@ TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
 
 TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     ReadTracker t(6, 8);
-    t.issue_part(6, 100);
+    t.issue_part(6);
     for (std::uint32_t i = 0; i < 6; ++i) t.on_accepted(i, 100);
     t.on_response(0, 120, 300);
     EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // nothing later arrived: no time rule
@@ -87,13 +87,13 @@ TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     EXPECT_TRUE(t.take_lost_runs(64).empty());
     t.detect_time_losses(500, 300);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
-    t.on_reread({1, 2}, 500, 500);
+    t.on_reread({1, 2}, 500);
     EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 4 and 5: nothing after them arrived
 }
 
 TEST(ReadTracker, AllowanceFollowsTheSender) {
     ReadTracker t(20, 3);
-    t.issue_part(20, 0);
+    t.issue_part(20);
     for (std::uint32_t i = 0; i < 20; ++i) t.on_accepted(i, 0);
     t.set_reorder_allowance(5);  // the paths were seen to reorder more
     t.on_response(0, 10, kLongWindow);
@@ -105,32 +105,37 @@ TEST(ReadTracker, AllowanceFollowsTheSender) {
 
 TEST(ReadTracker, RunsAreSplitAtMaxRun) {
     ReadTracker t(12, 1);
-    t.issue_part(12, 0);
+    t.issue_part(12);
     t.on_response(11, 1, kLongWindow);  // 0..10 all lost
     EXPECT_EQ(t.take_lost_runs(4), (std::vector<Range>{{0, 4}, {4, 8}, {8, 11}}));
 }
 
-TEST(ReadTracker, StragglersOfAnOlderRequestDoNotTriggerAReRead) {
+TEST(ReadTracker, ResponsesToAReReadAreNoEvidenceOfLoss) {
     ReadTracker t(12, 2);
-    t.issue_part(12, 0);
+    t.issue_part(12);
+    for (std::uint32_t i = 0; i < 12; ++i) t.on_accepted(i, 0);
     t.on_response(10, 10, kLongWindow);
     t.on_response(11, 10, kLongWindow);
     ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 10}}));
-    t.on_reread({0, 10}, 20, /*counts_from=*/30);
-    // Late copies of the first request arrive before the re-read can have been answered.
+    t.on_reread({0, 10}, 20);
+    // Late first answers and answers to the re-read arrive, in any order: 0..4 are missing
+    // behind them, but only the timer may call them lost.
     t.on_response(5, 25, kLongWindow);
-    t.on_response(6, 26, kLongWindow);
-    t.on_response(7, 27, kLongWindow);
+    t.on_response(9, 26, kLongWindow);
+    t.on_response(6, 27, kLongWindow);
+    t.on_response(7, 40, kLongWindow);
+    t.on_response(8, 41, kLongWindow);
+    t.detect_time_losses(41 + kLongWindow, kLongWindow);
     EXPECT_TRUE(t.take_lost_runs(64).empty());
-    // Answers to the re-read: responses 8 and 9 arrive, 0..4 were lost again.
-    t.on_response(8, 40, kLongWindow);
-    t.on_response(9, 41, kLongWindow);
+    const auto deadline = t.deadline(1000, 8000);
+    ASSERT_TRUE(deadline.has_value());
+    t.on_timeout(*deadline);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 5}}));
 }
 
 TEST(ReadTracker, TimerRunsOnlyWhileAcceptedResponsesAreMissing) {
     ReadTracker t(3, 8);
-    t.issue_part(3, 0);
+    t.issue_part(3);
     EXPECT_EQ(t.deadline(1000, 8000), std::nullopt);  // the request is not known accepted
     t.on_accepted(0, 100);
     t.on_accepted(1, 100);
@@ -138,7 +143,7 @@ TEST(ReadTracker, TimerRunsOnlyWhileAcceptedResponsesAreMissing) {
     EXPECT_EQ(t.deadline(1000, 8000), 1100u);
     t.on_timeout(1100);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 3}}));
-    t.on_reread({0, 3}, 1100, 1100);
+    t.on_reread({0, 3}, 1100);
     EXPECT_EQ(t.deadline(1000, 8000), 1100u + 2000);  // backed off
     t.on_response(1, 1500, kLongWindow);
     EXPECT_EQ(t.deadline(1000, 8000), 1500u + 1000);  // new data: backoff reset

@@ -49,12 +49,13 @@ class ReadTracker {
     // (max_rd_atomic, section 8).
     std::uint32_t requests_in_flight() const { return requests_in_flight_; }
 
-    // Requests the next `count` indices as a new part. Responses arriving before
-    // `counts_from` are not used to detect reordering (they may answer an older request).
-    Range issue_part(std::uint32_t count, TimeUs now);
+    // Requests the next `count` indices as a new part.
+    Range issue_part(std::uint32_t count);
     Range part_containing(std::uint32_t index) const;
-    // A re-read of `range` went out at `now`; `counts_from` as for issue_part.
-    void on_reread(Range range, TimeUs now, TimeUs counts_from);
+    // A re-read of `range` went out at `now`. Its responses are no evidence of loss: the
+    // responder answers a re-read ahead of the parts it holds, and the first answer to an
+    // index re-read may still be on its way (section 8).
+    void on_reread(Range range, TimeUs now);
 
     // The responder accepted the request covering `index` (its PSN was acknowledged).
     void on_accepted(std::uint32_t index, TimeUs now);
@@ -76,8 +77,8 @@ class ReadTracker {
   private:
     struct Request {
         Range range;
-        TimeUs counts_from = 0;
-        // The highest index arrived since counts_from, and when: responses leave in index
+        bool first_request = true;  // a part's request, not a re-read
+        // For a first request, the highest index arrived and when: responses leave in index
         // order.
         std::optional<std::uint32_t> newest_seen;
         TimeUs newest_seen_at = 0;
