@@ -45,7 +45,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
-    requests_.push_back(Request{range, true, {}, 0, 0});
+    requests_.push_back(Request{range, true, {}, 0, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -61,7 +61,7 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, false, {}, 0, 0});
+    requests_.push_back(Request{range, false, {}, 0, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         count_out(i);  // a response still in flight moves to the new request
         cover_[i] = request;

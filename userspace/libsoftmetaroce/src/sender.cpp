@@ -140,8 +140,9 @@ void Sender::send_rereads(TimeUs now) {
 
 void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     // The re-read repeats the READ's message number with the PSN and offset of the first
-    // response it asks for (section 3.2). Its PSNs are acknowledged already, so it is not
-    // tracked in the window: the READ's own timer recovers it if it is lost.
+    // response it asks for (section 3.2). Its PSNs are acknowledged already, so it has no
+    // slot: the READ's tracker counts its responses in the window, and the READ's timer
+    // recovers it if it is lost. It goes on another path than the request it replaces.
     const std::uint32_t offset = range.first * config_.mtu;
     const std::uint32_t len = std::min(range.size() * config_.mtu, wr.length() - offset);
     Packet pkt;
@@ -155,13 +156,15 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
                       .len = len,
                       .offset = offset,
                       .msn = wr.msn};
-    const PathChoice choice = paths_.choose(now, std::nullopt, /*allow_probe=*/false, rtt_.rto());
+    const PathChoice choice = paths_.choose(now, wr.read->path_of(range.first),
+                                            /*allow_probe=*/false, rtt_.rto());
     pkt.bth.path = choice.index;
     pkt.bth.ts = static_cast<std::uint32_t>(now);
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
     ++counters_.packets_sent;
     ++counters_.rereads;
     wr.read->on_reread(range, now);
+    wr.read->set_request_path(choice.index);
 }
 
 std::uint32_t Sender::read_requests_in_flight() const {
@@ -306,6 +309,7 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
     snd_nxt_ = psn_add(snd_nxt_, part.size());
     ++counters_.new_packets;
     transmit(*request, /*retransmission=*/false, now);
+    wr.read->set_request_path(request->path);
 }
 
 void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {

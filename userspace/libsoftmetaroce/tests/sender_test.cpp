@@ -644,6 +644,25 @@ TEST_F(SenderTest, ReReadsTakeAReadCredit) {
     EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::Success);
 }
 
+TEST_F(SenderTest, ReReadGoesOnAnotherPathThanTheRequest) {
+    // The READ_REQ and a 3-packet SEND take the four paths in turn, so that the turn has come
+    // round to the request's path again when the re-read goes.
+    post_read(1, 4 * kMtu);
+    post_send(2, 3 * kMtu);
+    const auto out = sent();
+    ASSERT_EQ(out.size(), 4u);
+    const Packet& req = out[0];
+    now += kRtt;
+    ack(kStart + 7);
+    respond(req, {0});
+    now += 1000;
+    tx->on_timer(now);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_NE(p[0].bth.path, req.bth.path);
+}
+
 TEST_F(SenderTest, LargeReadIsRequestedInParts) {
     config.max_read_packets = 4;
     reset();

@@ -56,6 +56,10 @@ class ReadTracker {
     // responder answers a re-read ahead of the parts it holds, and the first answer to an
     // index re-read may still be on its way (section 8).
     void on_reread(Range range, TimeUs now);
+    // The path the newest request (part or re-read) went on; the path of the request that
+    // covers `index` now.
+    void set_request_path(std::uint16_t path) { requests_.back().path = path; }
+    std::uint16_t path_of(std::uint32_t index) const { return requests_[cover_[index]].path; }
 
     // The responder accepted the request covering `index` (its PSN was acknowledged).
     void on_accepted(std::uint32_t index, TimeUs now);
@@ -83,6 +87,7 @@ class ReadTracker {
         std::optional<std::uint32_t> newest_seen;
         TimeUs newest_seen_at = 0;
         std::uint32_t in_flight = 0;  // indices it covers that are counted in flight
+        std::uint16_t path = 0;
     };
 
     void detect_losses(std::uint32_t request, TimeUs now, TimeUs gap);
