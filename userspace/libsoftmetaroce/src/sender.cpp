@@ -96,8 +96,7 @@ void Sender::post(WorkRequest wr, TimeUs now) {
     }
     // Waiting for progress starts when work becomes outstanding.
     if (wrs_.empty()) {
-        last_progress_ = now;
-        retries_ = 0;
+        restart_retries(now);
     }
     wrs_.push_back(std::move(state));
     pump(now);
@@ -163,6 +162,7 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
     ++counters_.packets_sent;
     ++counters_.rereads;
+    resent_in_period_ = true;
     wr.read->on_reread(range, now);
     wr.read->set_request_path(choice.index);
 }
@@ -323,7 +323,10 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     pkt.bth.ts = static_cast<std::uint32_t>(now);
     // ACK_REQ: the last packet of a message and every READ_REQ (already set), and every
     // retransmission (section 8).
-    if (retransmission) pkt.bth.flags |= flag::kRetx | flag::kAckReq;
+    if (retransmission) {
+        pkt.bth.flags |= flag::kRetx | flag::kAckReq;
+        resent_in_period_ = true;
+    }
 
     // The quiet clock of tail-loss probes starts with the first transmission (probes in a row
     // are counted until something is delivered).
@@ -487,8 +490,7 @@ void Sender::declare_lost(PsnSlot& slot, bool by_network, TimeUs now) {
 }
 
 void Sender::on_progress(TimeUs now) {
-    last_progress_ = now;
-    retries_ = 0;
+    restart_retries(now);
     rtt_.on_progress();
     last_delivery_ = now;
     tail_probes_ = 0;
@@ -517,8 +519,7 @@ void Sender::handle_nak(const Ack& ack, TimeUs now) {
             rnr_until_ = now + rnr_timer_us(ack.nak_arg);
             rnr_psn_ = ack.nak_psn;
             // The responder is alive: an RNR NAK is progress for the transport timer.
-            last_progress_ = now;
-            retries_ = 0;
+            restart_retries(now);
             return;
         }
         case Syndrome::RemoteAccess:
@@ -549,8 +550,7 @@ void Sender::end_rnr_wait(TimeUs now) {
         }
     }
     force_retransmission_ = true;
-    last_progress_ = now;
-    retries_ = 0;
+    restart_retries(now);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,9 +614,16 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
 // ---------------------------------------------------------------------------------------------
 // Timers
 
+void Sender::restart_retries(TimeUs now) {
+    last_progress_ = now;
+    retries_ = 0;
+    periods_ = 0;
+    resent_in_period_ = false;
+}
+
 std::optional<TimeUs> Sender::progress_deadline() const {
     if (!transport_timeout_ || wrs_.empty() || rnr_until_) return std::nullopt;
-    return last_progress_ + (std::uint64_t{retries_} + 1) * *transport_timeout_;
+    return last_progress_ + (std::uint64_t{periods_} + 1) * *transport_timeout_;
 }
 
 std::optional<TimeUs> Sender::read_deadline(const WrState& wr) const {
@@ -679,9 +686,13 @@ void Sender::on_timer(TimeUs now) {
         end_rnr_wait(now);
     }
 
-    // Transport timeout: each period without progress is one retry (section 8).
+    // Transport timeout: each period without progress in which something was resent is one
+    // retry (section 8).
     for (std::optional<TimeUs> deadline = progress_deadline(); deadline && now >= *deadline;
          deadline = progress_deadline()) {
+        ++periods_;
+        if (!resent_in_period_) continue;
+        resent_in_period_ = false;
         ++retries_;
         ++counters_.retries;
         if (retries_ > config_.retry_cnt) {

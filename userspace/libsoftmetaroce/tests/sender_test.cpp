@@ -413,8 +413,9 @@ TEST_F(SenderTest, RetryExhaustionCompletesWithRetryExcErrAndFlushes) {
         sent();
         ASSERT_LT(now, start + 100'000);
     }
-    // Three periods without progress (more than retry_cnt = 2).
-    EXPECT_EQ(now, start + 3 * 4195);
+    // Three periods without progress and with a resend (more than retry_cnt = 2), after the
+    // first, in which nothing was resent yet.
+    EXPECT_EQ(now, start + 4 * 4195);
     const auto done = tx->take_completions();
     ASSERT_EQ(done.size(), 2u);
     EXPECT_EQ(done[0].wr_id, 1u);
@@ -422,6 +423,26 @@ TEST_F(SenderTest, RetryExhaustionCompletesWithRetryExcErrAndFlushes) {
     EXPECT_EQ(done[1].status, WcStatus::WrFlushErr);
     post_send(3, 10);
     EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::WrFlushErr);
+}
+
+TEST_F(SenderTest, APeriodWithoutAResendIsNoRetry) {
+    config.timeout = 10;  // 4.194304 ms, under the 20 ms probe timeout of no RTT sample
+    config.retry_cnt = 0;
+    reset();
+    post_send(1, 10);
+    sent();
+    const TimeUs start = now;
+    // The first period ends before anything was resent: no retry, the QP lives on.
+    now = start + 4195;
+    tx->on_timer(now);
+    EXPECT_FALSE(tx->in_error());
+    EXPECT_EQ(tx->counters().retries, 0u);
+    EXPECT_EQ(psns(sent()), (std::vector<Psn>{kStart}));  // the probe (capped at the period)
+    // The second had a resend: one retry, more than retry_cnt.
+    now = start + 2 * 4195;
+    tx->on_timer(now);
+    EXPECT_TRUE(tx->in_error());
+    EXPECT_EQ(tx->take_completions().at(0).status, WcStatus::RetryExcErr);
 }
 
 TEST_F(SenderTest, ProgressResetsTheRetryCount) {

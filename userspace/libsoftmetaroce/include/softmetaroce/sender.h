@@ -195,6 +195,9 @@ class Sender {
     void fail(std::optional<std::uint64_t> failed_seq, WcStatus status);
     Completion completion_for(const WrState& wr, WcStatus status) const;
     std::optional<TimeUs> progress_deadline() const;
+    // Progress (or an RNR NAK, or the first work outstanding): the retry count starts again,
+    // and a retry period with it.
+    void restart_retries(TimeUs now);
     // Neither the probe timeout nor the RTO waits longer than the QP's local ACK timeout.
     TimeUs within_transport_timeout(TimeUs wait) const;
     std::optional<TimeUs> read_deadline(const WrState& wr) const;
@@ -234,7 +237,9 @@ class Sender {
     std::optional<TimeUs> rnr_until_;
     Psn rnr_psn_ = 0;
     TimeUs last_progress_ = 0;
-    std::uint32_t retries_ = 0;
+    std::uint32_t retries_ = 0;      // periods with a resend, without progress
+    std::uint32_t periods_ = 0;      // retry periods since the last progress
+    bool resent_in_period_ = false;  // something was resent in the current period
 
     std::vector<OutboundPacket> outbox_;
     std::vector<Completion> completions_;
