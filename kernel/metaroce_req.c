@@ -61,6 +61,7 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->rto_us = METAROCE_INITIAL_RTO_US;
 	req->probes = 0;
 	req->retries = 0;
+	req->resent_in_period = false;
 	req->rnr_retries = 0;
 	req->rnr_wait = false;
 	req->progress_ns = ktime_get_ns();

@@ -45,6 +45,7 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
     parts_.push_back(range);
     part_missing_.push_back(range.size());
+    part_request_.push_back(request);
     requests_.push_back(Request{range, true, {}, 0, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
@@ -69,6 +70,22 @@ void ReadTracker::on_reread(Range range, TimeUs now) {
         if (!received_[i]) count_in(i);
     }
     last_activity_ = now;
+}
+
+void ReadTracker::on_part_request_lost(std::uint32_t index) {
+    const std::uint32_t part = part_of_[index];
+    for (std::uint32_t i = parts_[part].first; i < parts_[part].end; ++i) {
+        if (!accepted_[i] && cover_[i] == part_request_[part]) count_out(i);
+    }
+}
+
+void ReadTracker::on_part_request_resent(std::uint32_t index) {
+    const std::uint32_t part = part_of_[index];
+    for (std::uint32_t i = parts_[part].first; i < parts_[part].end; ++i) {
+        if (!accepted_[i] && !received_[i] && !lost_[i] && cover_[i] == part_request_[part]) {
+            count_in(i);
+        }
+    }
 }
 
 void ReadTracker::on_accepted(std::uint32_t index, TimeUs now) {

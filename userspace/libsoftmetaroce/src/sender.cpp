@@ -337,7 +337,11 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     slot.tx_order = next_tx_order_++;
     ++slot.transmissions;
     ++inflight_;
-    if (slot.kind == SlotKind::ReadRequest) ++read_requests_inflight_;
+    if (slot.kind == SlotKind::ReadRequest) {
+        ++read_requests_inflight_;
+        if (WrState* wr = find_wr(slot.wr_seq); retransmission && wr != nullptr && wr->read)
+            wr->read->on_part_request_resent(slot.read_index);
+    }
     paths_.on_sent(choice.index, choice, now);
 
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
@@ -481,7 +485,12 @@ std::optional<TimeUs> Sender::reorder_deadline() const {
 void Sender::declare_lost(PsnSlot& slot, bool by_network, TimeUs now) {
     slot.state = SlotState::Lost;
     --inflight_;
-    if (slot.kind == SlotKind::ReadRequest) --read_requests_inflight_;
+    if (slot.kind == SlotKind::ReadRequest) {
+        --read_requests_inflight_;
+        // Responses never asked for (as far as we know) free their room in the window.
+        if (WrState* wr = find_wr(slot.wr_seq); wr != nullptr && wr->read)
+            wr->read->on_part_request_lost(slot.read_index);
+    }
     if (by_network) {
         paths_.on_lost(slot.path, now);
     } else {

@@ -684,6 +684,36 @@ TEST_F(SenderTest, ReReadGoesOnAnotherPathThanTheRequest) {
     EXPECT_NE(p[0].bth.path, req.bth.path);
 }
 
+TEST_F(SenderTest, LostReadRequestIsResentWhenTheWindowShrank) {
+    config.congestion.initial_cwnd = 8;
+    reset();
+    post_read(1, 5 * kMtu);
+    post_send(2, 3 * kMtu);
+    const auto out = sent();
+    ASSERT_EQ(out.size(), 4u);  // the READ_REQ (5 responses) and the SEND: the window is full
+    // The READ_REQ is lost; the SEND arrives, and the receiver's hint shrinks the window to 4.
+    now += kRtt;
+    Packet a = ack_packet(kStart, {kStart + 5, kStart + 6, kStart + 7}, 0,
+                          static_cast<std::uint32_t>(now - kRtt));
+    a.ack().fair_share = 4;
+    tx->on_ack(a, now);
+    ASSERT_EQ(tx->window(), 4u);
+    // The time rule calls the request lost; its five responses were never asked for, so they
+    // do not hold the window, and the request goes again.
+    now += 2000;
+    tx->on_timer(now);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_EQ(tx->inflight(), 5u);
+    respond(p[0]);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(tx->inflight(), 0u);
+}
+
 TEST_F(SenderTest, LargeReadIsRequestedInParts) {
     config.max_read_packets = 4;
     reset();

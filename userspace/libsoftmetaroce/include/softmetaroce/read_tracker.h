@@ -61,6 +61,11 @@ class ReadTracker {
     void set_request_path(std::uint16_t path) { requests_.back().path = path; }
     std::uint16_t path_of(std::uint32_t index) const { return requests_[cover_[index]].path; }
 
+    // The request of the part containing `index` was declared lost: the responses it asked
+    // for that the responder never accepted are not in flight until it is resent (which
+    // counts them in again).
+    void on_part_request_lost(std::uint32_t index);
+    void on_part_request_resent(std::uint32_t index);
     // The responder accepted the request covering `index` (its PSN was acknowledged).
     void on_accepted(std::uint32_t index, TimeUs now);
     Arrival on_response(std::uint32_t index, TimeUs now, TimeUs gap);
@@ -110,6 +115,7 @@ class ReadTracker {
     std::vector<std::uint32_t> part_of_;  // index -> part
     std::vector<Range> parts_;
     std::vector<std::uint32_t> part_missing_;
+    std::vector<std::uint32_t> part_request_;  // part -> its first request
     std::vector<Request> requests_;
     TimeUs last_activity_ = 0;
     unsigned backoff_ = 0;
