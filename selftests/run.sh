@@ -51,23 +51,40 @@ failed=0
 logdir=$BUILD/selftests
 mkdir -p "$logdir"
 
+# The emulated NIC (QEMU 7.2's virtio-net over -netdev dgram) now and then
+# stops taking packets from a guest for good: the guest logs "NETDEV
+# WATCHDOG: ... transmit queue 0 timed out" every few seconds and nothing
+# crosses the link again. Seen in a few of some hundred VM runs, on either
+# side of the link, with no other kernel report (docs/results/README.md).
+# A suite that fails with that in its log is run once more, and says so.
+nic_stalled() {
+	grep -qE 'NETDEV WATCHDOG: .*transmit queue [0-9]+ timed out' "$1"
+}
+
 run_suite() {
 	local name=$1 vms=$2 links=$3 script=$4 log=$logdir/$1.log rc
-	local p f
+	local p f attempt
 
-	echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
-	selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
-		--timeout "${SUITE_TIMEOUT:-900}" "${vm_env[@]}" -- "$script" \
-		2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	# Count TAP results (with two VMs, each VM reports its own).
-	p=$(grep -cE '^(\[vm[0-9]\] )?ok [0-9]+' "$log")
-	f=$(grep -cE '^(\[vm[0-9]\] )?not ok [0-9]+' "$log")
-	if ((rc != 0 && f == 0)); then
-		# A timeout, a crash or a kernel report after the last test.
-		echo "not ok - $name: vmrun exit status $rc"
-		f=1
-	fi
+	for attempt in 1 2; do
+		echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
+		selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
+			--timeout "${SUITE_TIMEOUT:-900}" "${vm_env[@]}" -- \
+			"$script" 2>&1 | tee "$log"
+		rc=${PIPESTATUS[0]}
+		# Count TAP results (with two VMs, each VM reports its own).
+		p=$(grep -cE '^(\[vm[0-9]\] )?ok [0-9]+' "$log")
+		f=$(grep -cE '^(\[vm[0-9]\] )?not ok [0-9]+' "$log")
+		if ((rc != 0 && f == 0)); then
+			# A timeout, a crash or a kernel report after the last test.
+			echo "not ok - $name: vmrun exit status $rc"
+			f=1
+		fi
+		if ((f == 0 || attempt > 1)) || ! nic_stalled "$log"; then
+			break
+		fi
+		cp "$log" "$log.nic-stall"
+		echo "# $name: the emulated NIC stopped transmitting (NETDEV WATCHDOG; log kept in $log.nic-stall): running the suite again"
+	done
 	passed=$((passed + p))
 	failed=$((failed + f))
 }
