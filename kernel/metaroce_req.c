@@ -233,7 +233,8 @@ static u8 data_flags(const struct soft_swqe *swqe, u32 k)
 }
 
 /* Plans the resend of the oldest lost PSN (a READ: a re-read part). */
-static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
+static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
+		      u32 room)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_req *req = &sqp->req;
@@ -278,8 +279,12 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan)
 		return true;
 	}
 
-	/* Re-read the run of lost response packets starting here. */
-	for (n = 0; k + n < swqe->npkts && n < SOFT_READ_PART; n++) {
+	/*
+	 * Re-read the run of lost response packets starting here, as much of
+	 * it as the window has room for (its responses count in flight).
+	 */
+	for (n = 0; k + n < swqe->npkts && n < min_t(u32, SOFT_READ_PART, room);
+	     n++) {
 		struct soft_pkt *r = &req->pkts[soft_psn_add(psn, n) %
 						 SOFT_WINDOW];
 
@@ -361,7 +366,8 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 	if (req->rnr_wait || req->inflight >= window)
 		return TX_BLOCKED;
 	if (req->nr_lost)
-		return plan_retx(sqp, plan) ? TX_MORE : TX_BLOCKED;
+		return plan_retx(sqp, plan, window - req->inflight) ?
+		       TX_MORE : TX_BLOCKED;
 	if (outstanding >= SOFT_WINDOW)
 		return TX_BLOCKED;
 	if (plan_new(sqp, plan, min(window - req->inflight,
