@@ -125,7 +125,7 @@ void Sender::send_rereads(TimeUs now) {
     // and each takes a read credit as a part does.
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
-        while (read_requests_in_flight() < config_.max_rd_atomic) {
+        while (read_use().requests < config_.max_rd_atomic) {
             const std::uint32_t use = window_use();
             std::uint32_t room = use < window() ? window() - use : 0;
             if (force_retransmission_) room = std::max<std::uint32_t>(room, 1);
@@ -167,21 +167,20 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     wr.read->set_request_path(choice.index);
 }
 
-std::uint32_t Sender::read_requests_in_flight() const {
-    std::uint32_t n = 0;
+Sender::ReadUse Sender::read_use() const {
+    ReadUse use;
     for (const WrState& wr : wrs_) {
-        if (wr.read) n += wr.read->requests_in_flight();
+        if (wr.seq > next_issue_seq_) break;  // nothing of it (or after it) requested yet
+        if (!wr.read) continue;
+        use.responses += wr.read->in_flight();
+        use.requests += wr.read->requests_in_flight();
     }
-    return n;
+    return use;
 }
 
 std::uint32_t Sender::window_use() const {
     // A READ_REQ in flight is one of its part's responses, counted by its tracker.
-    std::uint32_t use = inflight_ - read_requests_inflight_;
-    for (const WrState& wr : wrs_) {
-        if (wr.read) use += wr.read->in_flight();
-    }
-    return use;
+    return inflight_ - read_requests_inflight_ + read_use().responses;
 }
 
 bool Sender::window_fits(std::uint32_t psns) const {
@@ -205,7 +204,7 @@ void Sender::send_new(TimeUs now) {
         WrState* wr = find_wr(next_issue_seq_);
         if (wr == nullptr || blocked_by_fence(*wr)) return;
         if (wr->wr.is_read()) {
-            if (read_requests_in_flight() >= config_.max_rd_atomic) return;
+            if (read_use().requests >= config_.max_rd_atomic) return;
             const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
             if (span >= kWindowPsns) return;
             // Each response asked for counts against the window until it arrives.

@@ -169,8 +169,13 @@ class Sender {
     // Packets in flight against the congestion window: data packets and READ requests sent,
     // and READ responses asked for, neither acknowledged (or arrived) nor declared lost.
     std::uint32_t window_use() const;
-    // READ_REQs (parts and re-reads) with responses in flight: the read credits in use.
-    std::uint32_t read_requests_in_flight() const;
+    // What the READs issued so far hold: responses in flight (against the window), and
+    // requests, parts and re-reads, with responses in flight (the read credits in use).
+    struct ReadUse {
+        std::uint32_t responses = 0;
+        std::uint32_t requests = 0;
+    };
+    ReadUse read_use() const;
     bool blocked_by_fence(const WrState& wr) const;
     void issue_data_packet(WrState& wr, TimeUs now);
     void issue_read_part(WrState& wr, std::uint32_t room, TimeUs now);
