@@ -148,6 +148,14 @@ static void advance(u32 *watermark, u32 tx_seq)
 		*watermark = tx_seq;
 }
 
+/* A new acknowledgement or response: the retry period starts again. */
+static void note_progress(struct soft_req *req)
+{
+	req->progress_ns = ktime_get_ns();
+	req->resent_in_period = false;
+	req->retries = 0;
+}
+
 /* Marks one outstanding PSN delivered. */
 static void deliver(struct soft_req *req, struct soft_pkt *e)
 {
@@ -213,9 +221,9 @@ static u32 reorder_window_us(const struct soft_req *req)
 static s32 sent_later_and_arrived(const struct soft_req *req,
 				  const struct soft_pkt *e)
 {
-	u32 mark = e->request_acked ? req->response_tx_seq : req->acked_tx_seq;
-
-	return mark - e->tx_seq;
+	if (e->request_acked)
+		return req->response_seq - e->resp_seq;
+	return req->acked_tx_seq - e->tx_seq;
 }
 
 /*
@@ -344,9 +352,7 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		req->rnr_until_us = soft_now_us() +
 				    rnr_timer_us[pkt->ack.nak_arg & 31];
 		/* An RNR NAK is an answer: no transport retry is spent. */
-		req->progress_ns = ktime_get_ns();
-		req->retries = 0;
-		req->resent_in_period = false;
+		note_progress(req);
 		/* Re-arms a pending timer; a running one sees it queued. */
 		req->timer_lazy = false;
 		hrtimer_start(&req->timer,
@@ -394,9 +400,7 @@ static void after_update(struct metaroce_soft_qp *sqp, u32 delivered,
 	struct soft_req *req = &sqp->req;
 
 	if (delivered) {
-		req->progress_ns = ktime_get_ns();
-		req->resent_in_period = false;
-		req->retries = 0;
+		note_progress(req);
 		req->rto_us = rto_from_rtt(req);
 	}
 	detect_losses(sqp, soft_now_us());
@@ -440,6 +444,13 @@ static u32 peer_has(struct soft_req *req, struct soft_pkt *e, u32 acked_before)
 		return 0;
 	advance(&req->acked_tx_seq, e->tx_seq);
 	if (is_read_psn(req, e)) {
+		/*
+		 * The responder has the request: its first acknowledgement is
+		 * progress, though nothing is delivered; a re-read's is not.
+		 */
+		if (!e->request_acked_once)
+			note_progress(req);
+		e->request_acked_once = true;
 		e->request_acked = true;
 		return 0;
 	}
@@ -582,9 +593,9 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	 * to a part's first request shows that earlier ones are missing.
 	 */
 	if (!e->retx && !(pkt->flags & METAROCE_F_RETX)) {
-		note_reordering(req, e, req->response_tx_seq - e->tx_seq);
-		if ((s32)(e->tx_seq - req->response_tx_seq) > 0) {
-			req->response_tx_seq = e->tx_seq;
+		note_reordering(req, e, req->response_seq - e->resp_seq);
+		if ((s32)(e->resp_seq - req->response_seq) > 0) {
+			req->response_seq = e->resp_seq;
 			req->response_seen_us = soft_now_us();
 		}
 	}

@@ -25,7 +25,7 @@ static void show_req(struct seq_file *m, struct soft_req *req)
 		   req->rto_us, req->reorder, req->probes, req->retries,
 		   req->rnr_wait);
 	seq_printf(m, "       tx_seq %u acked %u responses %u, oldest:",
-		   req->tx_seq, req->acked_tx_seq, req->response_tx_seq);
+		   req->tx_seq, req->acked_tx_seq, req->response_seq);
 	for (i = 0; i < min(span, 16U); i++) {
 		struct soft_pkt *e = &req->pkts[soft_psn_add(req->psn_una, i) %
 						SOFT_WINDOW];

@@ -49,8 +49,9 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->psn_una = sq_psn;
 	req->msn_next = 0;
 	req->tx_seq = 0;
+	req->resp_seq = 0;
 	req->acked_tx_seq = 0;
-	req->response_tx_seq = 0;
+	req->response_seq = 0;
 	req->reorder = METAROCE_REORDER_ALLOWANCE;
 	req->reorder_decay_psn = sq_psn;
 	req->nr_lost = 0;
@@ -184,14 +185,15 @@ static struct soft_swqe *current_swqe(struct metaroce_soft_qp *sqp)
 	return swqe;
 }
 
-static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
-		      bool retx, bool part_end)
+/* Records PSN @psn as sent in transmission req->tx_seq. */
+static struct soft_pkt *mark_sent(struct soft_req *req, u32 psn, u32 slot,
+				  u8 path, bool retx, bool part_end)
 {
 	struct soft_pkt *e = &req->pkts[psn % SOFT_WINDOW];
 
 	if (e->state == PKT_LOST)
 		req->nr_lost--;
-	e->tx_seq = ++req->tx_seq;
+	e->tx_seq = req->tx_seq;
 	e->sent_us = soft_now_us();
 	/* The quiet clock of tail-loss probes starts with the first send. */
 	if (!req->inflight)
@@ -202,14 +204,45 @@ static void mark_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 	e->retx = retx ? e->retx + 1 : 0;
 	if (retx)
 		req->resent_in_period = true;
-	/* The first packet after a quiet time starts a retry period. */
-	if (!req->inflight && !req->nr_lost)
+	/*
+	 * The first packet after a quiet time starts a retry period; a resend
+	 * of the only one outstanding does not.
+	 */
+	if (!retx && !req->inflight && !req->nr_lost)
 		req->progress_ns = ktime_get_ns();
 	e->part_end = part_end;
 	e->request_acked = false;
+	if (!retx)
+		e->request_acked_once = false;
 	req->inflight++;
 	req->paths[path].inflight++;
 	req->paths[path].sent++;
+	return e;
+}
+
+/* A data packet: a transmission of its own. */
+static void mark_data_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
+			   bool retx)
+{
+	req->tx_seq++;
+	mark_sent(req, psn, slot, path, retx, false);
+}
+
+/*
+ * A READ_REQ part asking for the @n responses from @psn: one transmission,
+ * so that a packet sent before it is not taken for @n transmissions behind
+ * once the request is acknowledged; its responses numbered in the order the
+ * responder sends them, for their own count rule.
+ */
+static void mark_read_sent(struct soft_req *req, u32 psn, u32 n, u32 slot,
+			   u8 path, bool retx)
+{
+	u32 i;
+
+	req->tx_seq++;
+	for (i = 0; i < n; i++)
+		mark_sent(req, soft_psn_add(psn, i), slot, path, retx,
+			  i == n - 1)->resp_seq = ++req->resp_seq;
 }
 
 static u8 data_flags(const struct soft_swqe *swqe, u32 k)
@@ -275,7 +308,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		/* A resent packet is acknowledged at once: it filled a gap. */
 		plan->flags = data_flags(swqe, k) | METAROCE_F_RETX |
 			      METAROCE_F_ACK_REQ;
-		mark_sent(req, psn, e->swqe, path, true, false);
+		mark_data_sent(req, psn, e->swqe, path, true);
 		return true;
 	}
 
@@ -291,9 +324,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		if (r->state != PKT_LOST)
 			break;
 	}
-	for (i = 0; i < n; i++)
-		mark_sent(req, soft_psn_add(psn, i), e->swqe, path, true,
-			  i == n - 1);
+	mark_read_sent(req, psn, n, e->swqe, path, true);
 	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
 	plan->flags = METAROCE_F_RETX | METAROCE_F_ACK_REQ;
 	req->reads++;
@@ -337,14 +368,14 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		plan->npkts = 1;
 		plan->flags = METAROCE_F_ACK_REQ;
 		req->reads++;
+		mark_read_sent(req, req->psn_next, n, slot, path, false);
 	} else {
 		plan->npkts = n;
 		plan->flags = data_flags(swqe, k);
+		for (i = 0; i < n; i++)
+			mark_data_sent(req, soft_psn_add(req->psn_next, i),
+				       slot, path, false);
 	}
-	for (i = 0; i < n; i++)
-		mark_sent(req, soft_psn_add(req->psn_next, i), slot, path,
-			  false, swqe->wire_op == METAROCE_OP_READ_REQ &&
-			  i == n - 1);
 	req->psn_next = soft_psn_add(req->psn_next, n);
 	swqe->next_pkt += n;
 	if (swqe->next_pkt == swqe->npkts)

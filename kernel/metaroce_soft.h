@@ -70,6 +70,7 @@ enum soft_pkt_state {
 /* The requester's scoreboard entry of one outstanding PSN. */
 struct soft_pkt {
 	u32 tx_seq;			/* order of its latest transmission */
+	u32 resp_seq;			/* READ: order of its response */
 	u32 sent_us;
 	u16 swqe;			/* SQ index & mask of its WQE */
 	u8 state;			/* enum soft_pkt_state */
@@ -77,6 +78,7 @@ struct soft_pkt {
 	u8 retx;
 	bool part_end;			/* last PSN of a READ_REQ part */
 	bool request_acked;		/* READ: the responder has the request */
+	bool request_acked_once;	/* READ: since its first transmission */
 };
 
 enum soft_path_state {
@@ -118,14 +120,20 @@ struct soft_req {
 	u32 psn_una;			/* oldest PSN not delivered */
 	u32 msn_next;			/* receive-consuming messages so far */
 	struct soft_pkt pkts[SOFT_WINDOW];
-	u32 tx_seq;			/* transmissions so far */
 	/*
-	 * Loss evidence, as the latest tx_seq known to have arrived: of packets
-	 * an ACK acknowledged (data, READ requests), and of READ responses.
+	 * Transmissions so far: a READ_REQ part is one, however many responses
+	 * it asks for. READ responses asked for so far, in the order the
+	 * responder sends them.
+	 */
+	u32 tx_seq;
+	u32 resp_seq;
+	/*
+	 * Loss evidence: the latest tx_seq an ACK acknowledged (data, READ
+	 * requests), and the latest resp_seq of a READ response that arrived.
 	 */
 	u32 acked_tx_seq;
-	u32 response_tx_seq;
-	u32 response_seen_us;		/* when response_tx_seq last moved */
+	u32 response_seq;
+	u32 response_seen_us;		/* when response_seq last moved */
 	/*
 	 * Transmissions after a packet that may arrive before it: grows with
 	 * the reordering seen, decays back to METAROCE_REORDER_ALLOWANCE.

@@ -437,6 +437,129 @@ void requester_reread(Env& env) {
     expect_read_done(c, len);
 }
 
+// A READ of `n` responses posted next to a 100-byte WRITE (wr_id 2), the READ (wr_id 1) first
+// if `read_first`; returns its READ_REQ and the WRITE's PSN.
+std::pair<Packet, Psn> post_read_and_write(Conn& c, std::uint32_t n, bool read_first) {
+    const Psn s = c.sq_psn();
+    std::memset(c.local().data() + kReadDst, 0xa5, n * c.mtu());
+    if (!read_first) post(c, IBV_WR_RDMA_WRITE, 2, 0, 100);
+    post(c, IBV_WR_RDMA_READ, 1, kReadDst, n * c.mtu(), kRemote + 0x40000);
+    if (read_first) post(c, IBV_WR_RDMA_WRITE, 2, 0, 100);
+    const auto sent = c.collect_requests(2);
+    const Psn read_psn = read_first ? s : psn_next(s);
+    const Psn write_psn = read_first ? psn_add(s, n) : s;
+    expect(sent.count(read_psn) && sent.at(read_psn).packet.bth.opcode == Opcode::ReadRequest &&
+               sent.count(write_psn),
+           "the DUT did not send the READ_REQ and the WRITE as one request each");
+    return {sent.at(read_psn).packet, write_psn};
+}
+
+// Both work requests acknowledged, every response sent: both complete, the READ's data placed.
+void finish_read_and_write(Conn& c, const Packet& req, std::uint32_t n, bool read_first) {
+    c.send(c.ack(psn_add(c.sq_psn(), n + 1)));
+    for (std::uint32_t k = 0; k < n; ++k) c.send(read_response(c, req, k));
+    if (read_first) {
+        expect_read_done(c, n * c.mtu());
+        expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
+    } else {
+        expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
+        expect_read_done(c, n * c.mtu());
+    }
+}
+
+// Twice the initial reorder allowance: what a READ_REQ asks for in the cases below.
+constexpr std::uint32_t kReadResponses = 2 * METAROCE_REORDER_ALLOWANCE;
+
+void requester_read_after_write_one_transmission(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const auto [req, write_psn] = post_read_and_write(c, kReadResponses, false);
+    // The READ_REQ was acknowledged, the WRITE before it not yet: one transmission went after
+    // the WRITE, whatever the READ asks for. Too few for the count rule.
+    std::set<Psn> read_psns;
+    for (std::uint32_t k = 0; k < kReadResponses; ++k) read_psns.insert(psn_add(req.bth.psn, k));
+    c.send(c.ack(write_psn, read_psns));
+    c.collect(5);
+    counters.expect_delta("lost_by_count", 0);
+    finish_read_and_write(c, req, kReadResponses, false);
+}
+
+void requester_write_after_read_one_transmission(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const auto [req, write_psn] = post_read_and_write(c, kReadResponses, true);
+    // The WRITE after the READ_REQ was acknowledged, the READ_REQ not yet: none of the READ's
+    // responses is lost by count.
+    c.send(c.ack(req.bth.psn, {write_psn}));
+    c.collect(5);
+    counters.expect_delta("lost_by_count", 0);
+    finish_read_and_write(c, req, kReadResponses, true);
+}
+
+// Polls the DUT's send queue, taking in what it sends, for up to `ms`.
+std::optional<ibv_wc> poll_send_for(Env& env, Conn& c, int ms) {
+    std::optional<ibv_wc> wc;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(env.ms(ms));
+    while (!wc && Clock::now() < deadline) {
+        c.collect(2);
+        wc = c.poll_send(0);
+    }
+    return wc;
+}
+
+void requester_retry_period_not_restarted_by_resends(Env& env) {
+    ConnOptions o;
+    o.timeout = 14;  // 67 ms per retry period
+    o.retry_cnt = 0;
+    Conn c(env, o);
+    const double period_ms = 4.096 * (1 << 14) / 1000;
+    const auto posted = Clock::now();
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    // Never acknowledged. The DUT resends its one packet (probes, then timeouts) within the
+    // first period; a resend is not a send after a quiet time, so the period that began with
+    // the first send ends a period later with a retry, and retry_cnt 0 leaves none to spare.
+    const std::optional<ibv_wc> wc = poll_send_for(env, c, 3000);
+    expect(wc.has_value(), "no completion 3 s after a send never acknowledged");
+    const double at = ms_between(posted, Clock::now());
+    note("RETRY_EXC_ERR %.0f ms after the post (retry period %.0f ms)", at, period_ms);
+    expect_wc(*wc, 1, IBV_WC_RETRY_EXC_ERR);
+    expect(at >= period_ms - 2 && at < 1.6 * period_ms,
+           format("RETRY_EXC_ERR %.0f ms after the post, not at the end of the first retry "
+                  "period (%.0f ms)",
+                  at, period_ms));
+}
+
+void requester_read_request_ack_is_progress(Env& env) {
+    ConnOptions o;
+    o.timeout = 14;  // 67 ms per retry period
+    o.retry_cnt = 0;
+    Conn c(env, o);
+    const double period_ms = 4.096 * (1 << 14) / 1000;
+    const auto posted = Clock::now();
+    const Packet req = post_read_and_capture(c, c.mtu());
+    // No answer: the DUT probes twice (about 20 and 40 ms after its send), which makes the
+    // first retry period one with a resend. Then the READ_REQ is acknowledged and its response
+    // never sent. The acknowledgement is progress (protocol.md section 8): a period starts
+    // there, and the retries run out a period after it at the soonest, not with the end of the
+    // first period.
+    const Seen probe1 = expect_resend(c, req.bth.psn, {}, 3000);
+    const Seen probe2 = expect_resend(c, req.bth.psn, {}, 3000);
+    const auto acked_at = Clock::now();
+    note("probes %.0f and %.0f ms after the post, acknowledged at %.0f ms",
+         ms_between(posted, probe1.at), ms_between(posted, probe2.at),
+         ms_between(posted, acked_at));
+    c.send(c.ack(psn_next(req.bth.psn)));
+    const std::optional<ibv_wc> wc = poll_send_for(env, c, 3000);
+    expect(wc.has_value(), "no completion 3 s after the READ_REQ was acknowledged");
+    const double after = ms_between(acked_at, Clock::now());
+    note("retries ran out %.0f ms after the READ_REQ was acknowledged", after);
+    expect_wc(*wc, 1, IBV_WC_RETRY_EXC_ERR);
+    expect(after >= period_ms - 20,
+           format("the retries ran out %.0f ms after the READ_REQ was acknowledged, less than "
+                  "a retry period (%.0f ms): the acknowledgement was not progress",
+                  after, period_ms));
+}
+
 void requester_retry_exceeded(Env& env) {
     ConnOptions o;
     o.timeout = 10;  // 4.2 ms per period
@@ -602,6 +725,21 @@ std::vector<Case> requester_cases() {
         {"requester_reread",
          "a lost READ response is re-read: READ_REQ with RETX, its PSN, offset, length, MSN",
          requester_reread},
+        {"requester_read_after_write_one_transmission",
+         "a READ_REQ is one transmission: acknowledging it does not make the WRITE sent before "
+         "it lost by count",
+         requester_read_after_write_one_transmission},
+        {"requester_write_after_read_one_transmission",
+         "a READ_REQ is one transmission: acknowledging the WRITE sent after it does not make "
+         "its responses lost by count",
+         requester_write_after_read_one_transmission},
+        {"requester_retry_period_not_restarted_by_resends",
+         "resending the only packet outstanding starts no retry period: retry_cnt 0 fails at "
+         "the end of the first",
+         requester_retry_period_not_restarted_by_resends},
+        {"requester_read_request_ack_is_progress",
+         "an acknowledged READ_REQ is progress: the retry count starts again from its ACK",
+         requester_read_request_ack_is_progress},
         {"requester_retry_exceeded",
          "no ACK for retry_cnt transport timeouts: RETRY_EXC_ERR, the rest flushed, QP error",
          requester_retry_exceeded},
