@@ -216,13 +216,16 @@ static u32 reorder_window_us(const struct soft_req *req)
  * The evidence against a PSN: for a data packet and a READ request not yet
  * acknowledged, packets acknowledged after it; for a READ response whose
  * request arrived, responses delivered after it (ACKs for later packets
- * say nothing about responses the responder has yet to send).
+ * say nothing about responses the responder has yet to send); for one a
+ * re-read asked for, none: the responder answers a re-read ahead of the
+ * parts it holds, so no response shows it was sent before, and only the
+ * timeout calls it lost.
  */
 static s32 sent_later_and_arrived(const struct soft_req *req,
 				  const struct soft_pkt *e)
 {
 	if (e->request_acked)
-		return req->response_seq - e->resp_seq;
+		return e->retx ? 0 : req->response_seq - e->resp_seq;
 	return req->acked_tx_seq - e->tx_seq;
 }
 
@@ -551,6 +554,35 @@ out:
 	spin_unlock_bh(&req->lock);
 }
 
+/*
+ * A response to the READ_REQ (part or re-read) sent in transmission
+ * @tx_seq, at @psn: the responder has that request, so every PSN it asked
+ * for is a response due, whatever became of the ACK.
+ */
+static void request_arrived(struct soft_req *req, u32 psn, u32 tx_seq)
+{
+	u32 p;
+
+	for (p = psn; soft_psn_diff(p, req->psn_una) >= 0;
+	     p = soft_psn_add(p, -1)) {
+		struct soft_pkt *e = &req->pkts[p % SOFT_WINDOW];
+
+		if (e->tx_seq != tx_seq)
+			break;
+		e->request_acked = true;
+		e->request_acked_once = true;
+	}
+	for (p = soft_psn_add(psn, 1); soft_psn_diff(p, req->psn_next) < 0;
+	     p = soft_psn_add(p, 1)) {
+		struct soft_pkt *e = &req->pkts[p % SOFT_WINDOW];
+
+		if (e->tx_seq != tx_seq)
+			break;
+		e->request_acked = true;
+		e->request_acked_once = true;
+	}
+}
+
 void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 			    struct soft_pkt_info *pkt)
 {
@@ -585,8 +617,8 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}
-	/* A response also means its request arrived. */
-	e->request_acked = true;
+	if (!e->request_acked)
+		request_arrived(req, pkt->psn, e->tx_seq);
 	/*
 	 * Responses come in request order, except that the responder answers
 	 * a re-read (RETX) ahead of the parts it has queued: only a response

@@ -4,9 +4,11 @@
 
 namespace metaroce {
 
-ReadTracker::ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance)
+ReadTracker::ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance,
+                         std::shared_ptr<ResponseOrder> order)
     : packets_(packets),
       allowance_(std::max<std::uint32_t>(1, reorder_allowance)),
+      order_(std::move(order)),
       missing_(packets),
       received_(packets, false),
       accepted_(packets, false),
@@ -46,7 +48,8 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
     parts_.push_back(range);
     part_missing_.push_back(range.size());
     part_request_.push_back(request);
-    requests_.push_back(Request{range, true, {}, 0, 0, 0});
+    requests_.push_back(Request{range, true, order_->next, 0, 0});
+    order_->next += range.size();
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
         cover_[i] = request;
@@ -62,7 +65,7 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, false, {}, 0, 0, 0});
+    requests_.push_back(Request{range, false, 0, 0, 0});
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         count_out(i);  // a response still in flight moves to the new request
         cover_[i] = request;
@@ -96,14 +99,18 @@ void ReadTracker::on_accepted(std::uint32_t index, TimeUs now) {
     if (awaiting_++ == 0) last_activity_ = now;
 }
 
+std::optional<std::uint64_t> ReadTracker::place_of(std::uint32_t index) const {
+    const Request& r = requests_[cover_[index]];
+    if (!r.first_request) return std::nullopt;
+    return r.first_place + (index - r.range.first);
+}
+
 ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, TimeUs gap) {
     last_activity_ = now;
-    const std::uint32_t request = cover_[index];
-    Request& r = requests_[request];
-    if (r.first_request) {
-        if (!r.newest_seen || index > *r.newest_seen) {
-            r.newest_seen = index;
-            r.newest_seen_at = now;
+    if (const std::optional<std::uint64_t> place = place_of(index)) {
+        if (!order_->newest || *place > *order_->newest) {
+            order_->newest = place;
+            order_->newest_at = now;
         }
     }
 
@@ -118,45 +125,41 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
         backoff_ = 0;
         arrival.completed_part = --part_missing_[part_of_[index]] == 0;
     }
-    detect_losses(request, now, gap);
+    detect_losses(now, gap);
     return arrival;
 }
 
-void ReadTracker::detect_losses(std::uint32_t request, TimeUs now, TimeUs gap) {
-    // A response of this request is lost once one the responder sent after it (a higher index
-    // of the same request) arrived: `allowance_` or more indices after it, or any, with none
-    // newer for the gap.
-    const Request& r = requests_[request];
-    if (!r.newest_seen) return;
-    const bool timed_out = now >= r.newest_seen_at + gap;
-    for (std::uint32_t i = r.range.first; i < *r.newest_seen; ++i) {
-        if ((*r.newest_seen - i >= allowance_ || timed_out) && !received_[i] && !lost_[i] &&
-            cover_[i] == request) {
-            mark_lost(i);
-        }
+void ReadTracker::detect_losses(TimeUs now, TimeUs gap) {
+    // A response its part still covers is lost once one the responder sent after it arrived:
+    // `allowance_` or more places after it, or any, with none newer for the gap.
+    if (!order_->newest) return;
+    const std::uint64_t newest = *order_->newest;
+    const bool timed_out = now >= order_->newest_at + gap;
+    while (scan_from_ < issued_ && settled(scan_from_)) ++scan_from_;
+    // Places grow with the index: the scan ends at the newest.
+    for (std::uint32_t i = scan_from_; i < issued_; ++i) {
+        if (received_[i] || lost_[i]) continue;
+        const std::optional<std::uint64_t> place = place_of(i);
+        if (!place) continue;
+        if (*place >= newest) break;
+        if (newest - *place >= allowance_ || timed_out) mark_lost(i);
     }
+}
+
+bool ReadTracker::settled(std::uint32_t index) const {
+    return received_[index] || lost_[index] || !place_of(index);
 }
 
 std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs gap) const {
-    std::optional<TimeUs> next;
-    for (std::uint32_t request = 0; request < requests_.size(); ++request) {
-        const Request& r = requests_[request];
-        if (!r.newest_seen) continue;
-        for (std::uint32_t i = r.range.first; i < *r.newest_seen; ++i) {
-            if (!received_[i] && !lost_[i] && cover_[i] == request) {
-                const TimeUs at = r.newest_seen_at + gap;
-                if (!next || at < *next) next = at;
-                break;
-            }
-        }
+    if (!order_->newest) return std::nullopt;
+    for (std::uint32_t i = scan_from_; i < issued_; ++i) {
+        if (received_[i] || lost_[i]) continue;
+        const std::optional<std::uint64_t> place = place_of(i);
+        if (!place) continue;
+        if (*place >= *order_->newest) break;
+        return order_->newest_at + gap;
     }
-    return next;
-}
-
-void ReadTracker::detect_time_losses(TimeUs now, TimeUs gap) {
-    for (std::uint32_t request = 0; request < requests_.size(); ++request) {
-        detect_losses(request, now, gap);
-    }
+    return std::nullopt;
 }
 
 std::vector<ReadTracker::Range> ReadTracker::take_lost_runs(std::uint32_t max_run,

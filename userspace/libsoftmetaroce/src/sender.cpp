@@ -91,7 +91,7 @@ void Sender::post(WorkRequest wr, TimeUs now) {
     }
     if (state.wr.is_read()) {
         state.read.emplace(read_response_packets(state.wr.read_length, config_.mtu),
-                           config_.reorder_allowance);
+                           config_.reorder_allowance, response_order_);
         state.read_data.assign(state.wr.read_length, 0);
     }
     // Waiting for progress starts when work becomes outstanding.
@@ -607,6 +607,12 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
 
     wr->read->set_reorder_allowance(reorder_.allowance());
     const ReadTracker::Arrival arrival = wr->read->on_response(k, now, response_gap());
+    // The response may follow responses of earlier READs the responder sent before it.
+    for (WrState& other : wrs_) {
+        if (!other.read || &other == wr) continue;
+        other.read->set_reorder_allowance(reorder_.allowance());
+        other.read->detect_losses(now, response_gap());
+    }
     if (arrival.is_new) {
         std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
         on_progress(now);
@@ -716,7 +722,7 @@ void Sender::on_timer(TimeUs now) {
     for (WrState& wr : wrs_) {
         if (!wr.read) continue;
         wr.read->set_reorder_allowance(reorder_.allowance());
-        wr.read->detect_time_losses(now, gap);
+        wr.read->detect_losses(now, gap);
         const std::optional<TimeUs> deadline = read_deadline(wr);
         if (deadline && now >= *deadline) wr.read->on_timeout(now);
     }

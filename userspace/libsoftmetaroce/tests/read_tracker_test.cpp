@@ -83,9 +83,9 @@ TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     EXPECT_EQ(t.reorder_deadline(300), 430u);          // the gap after the newest response
     t.on_response(3, 200, 300);                        // responses still flowing
     EXPECT_EQ(t.reorder_deadline(300), 500u);
-    t.detect_time_losses(499, 300);
+    t.detect_losses(499, 300);
     EXPECT_TRUE(t.take_lost_runs(64).empty());
-    t.detect_time_losses(500, 300);
+    t.detect_losses(500, 300);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
     t.on_reread({1, 2}, 500);
     EXPECT_EQ(t.reorder_deadline(300), std::nullopt);  // 4 and 5: nothing after them arrived
@@ -125,12 +125,45 @@ TEST(ReadTracker, ResponsesToAReReadAreNoEvidenceOfLoss) {
     t.on_response(6, 27, kLongWindow);
     t.on_response(7, 40, kLongWindow);
     t.on_response(8, 41, kLongWindow);
-    t.detect_time_losses(41 + kLongWindow, kLongWindow);
+    t.detect_losses(41 + kLongWindow, kLongWindow);
     EXPECT_TRUE(t.take_lost_runs(64).empty());
     const auto deadline = t.deadline(1000, 8000);
     ASSERT_TRUE(deadline.has_value());
     t.on_timeout(*deadline);
     EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{0, 5}}));
+}
+
+TEST(ReadTracker, AResponseToALaterPartShowsAnEarlierPartsLosses) {
+    // The responder executes parts in PSN order: part 2's responses follow part 1's.
+    ReadTracker t(8, 3);
+    t.issue_part(4);
+    t.issue_part(4);
+    t.on_response(0, 10, kLongWindow);
+    t.on_response(4, 10, kLongWindow);  // 1 is 3 places before it: lost; 2, 3 not yet
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    t.on_reread({1, 2}, 10);
+    t.on_response(6, 11, kLongWindow);  // 2 and 3 are 4 and 3 places before it
+    EXPECT_EQ(t.take_lost_runs(64), (std::vector<Range>{{2, 4}}));
+}
+
+TEST(ReadTracker, ReadsSharingAnOrderShowEachOthersLosses) {
+    auto order = std::make_shared<ResponseOrder>();
+    ReadTracker first(4, 3, order);
+    ReadTracker second(4, 3, order);
+    first.issue_part(4);   // places 0..3
+    second.issue_part(4);  // places 4..7
+    first.on_response(0, 10, 300);
+    second.on_response(0, 20, 300);  // place 4: responses 1 (3 places before) lost at once
+    first.detect_losses(20, 300);
+    EXPECT_EQ(first.take_lost_runs(64), (std::vector<Range>{{1, 2}}));
+    first.on_reread({1, 2}, 20);
+    // 2 and 3 are lost by time, a gap after the newest response.
+    EXPECT_EQ(first.reorder_deadline(300), 320u);
+    first.detect_losses(319, 300);
+    EXPECT_TRUE(first.take_lost_runs(64).empty());
+    first.detect_losses(320, 300);
+    EXPECT_EQ(first.take_lost_runs(64), (std::vector<Range>{{2, 4}}));
+    EXPECT_EQ(second.reorder_deadline(300), std::nullopt);  // nothing of it behind the newest
 }
 
 TEST(ReadTracker, TimerRunsOnlyWhileAcceptedResponsesAreMissing) {

@@ -776,6 +776,32 @@ TEST_F(SenderTest, LostReadResponsesAreReReadExactly) {
     EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
 }
 
+TEST_F(SenderTest, ALaterReadsResponsesShowAnEarlierReadsLoss) {
+    post_read(1, 4 * kMtu);
+    post_read(2, 8 * kMtu, 0x20000 + 4 * kMtu);
+    const auto reqs = sent();
+    ASSERT_EQ(reqs.size(), 2u);
+    // The first READ's last response is missing, with nothing of that READ after it. The
+    // responder executes READs in PSN order, so the second READ's responses left after it:
+    // the eighth of them makes it lost by count, before any timer.
+    respond(reqs[0], {3});
+    EXPECT_TRUE(sent().empty());
+    respond(reqs[1]);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_EQ(p[0].bth.psn, kStart + 3);
+    EXPECT_EQ(p[0].rreq().len, kMtu);
+    respond(p[0]);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    const auto remote = pattern_bytes(1 << 20, 5);
+    EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
+    EXPECT_TRUE(std::equal(done[1].read_data.begin(), done[1].read_data.end(),
+                           remote.begin() + 4 * kMtu));
+}
+
 TEST_F(SenderTest, ReadResponsesAllLostAreReReadAfterTheTimer) {
     post_read(1, 3 * kMtu);
     sent();

@@ -560,6 +560,39 @@ void requester_read_request_ack_is_progress(Env& env) {
                   after, period_ms));
 }
 
+void requester_reread_response_lost_by_timeout_only(Env& env) {
+    Conn c(env);
+    CounterCheck first_loss(env);
+    const std::uint32_t n = kReadResponses;
+    const std::uint32_t len = n * c.mtu();
+    const Psn s = c.sq_psn();
+    const Packet req = post_read_and_capture(c, len);
+    // Response 1 is missing behind 15 later ones: lost by count (the responses show that the
+    // request arrived, with no ACK), re-read.
+    for (std::uint32_t k = 0; k < n; ++k) {
+        if (k != 1) c.send(read_response(c, req, k));
+    }
+    const Seen reread = expect_resend(c, psn_add(s, 1), {}, 3000);
+    first_loss.expect_delta("lost_by_count", 1);
+    CounterCheck counters(env);
+    // A second READ, whose requests (the re-read's too) are acknowledged and whose responses
+    // all arrive: the responder answers a re-read ahead of what it holds, so they show nothing
+    // about the re-read's answer, which is lost by the timeout only.
+    const std::uint64_t second_dst = kReadDst + len;
+    std::memset(c.local().data() + second_dst, 0xa5, len);
+    post(c, IBV_WR_RDMA_READ, 2, second_dst, len, kRemote + 0x80000);
+    const Packet req2 = expect_request(c, psn_add(s, n)).packet;
+    c.send(c.ack(psn_add(s, 2 * n)));
+    for (std::uint32_t k = 0; k < n; ++k) c.send(read_response(c, req2, k));
+    c.collect(5);
+    counters.expect_delta("lost_by_count", 0);
+    c.send(read_response(c, reread.packet, 0));
+    expect_read_done(c, len);
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+    expect(tools::first_mismatch({c.local().data() + second_dst, len}, kRemoteSeed, 0x80000) < 0,
+           "the second READ's data was not placed correctly");
+}
+
 void requester_retry_exceeded(Env& env) {
     ConnOptions o;
     o.timeout = 10;  // 4.2 ms per period
@@ -740,6 +773,10 @@ std::vector<Case> requester_cases() {
         {"requester_read_request_ack_is_progress",
          "an acknowledged READ_REQ is progress: the retry count starts again from its ACK",
          requester_read_request_ack_is_progress},
+        {"requester_reread_response_lost_by_timeout_only",
+         "a response missing behind its part's later ones is lost by count, no ACK needed; "
+         "responses to a later READ are no evidence against a re-read's response",
+         requester_reread_response_lost_by_timeout_only},
         {"requester_retry_exceeded",
          "no ACK for retry_cnt transport timeouts: RETRY_EXC_ERR, the rest flushed, QP error",
          requester_retry_exceeded},

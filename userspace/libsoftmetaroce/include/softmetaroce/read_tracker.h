@@ -4,19 +4,30 @@
 // A READ of n response packets is requested in parts (READ_REQs for consecutive index ranges,
 // each taking the PSNs of its range, so READs larger than the 256-PSN window work), and lost
 // responses are recovered with re-reads of the runs of missing indices. Responses are detected
-// lost like packets (protocol.md section 8): once a response sent after it by the same request
-// arrived, a response is lost when one at least `reorder_allowance` indices after it arrived, or
-// when the newest of them arrived longer ago than the response gap (max(SRTT/2, 1 ms)); and
-// every response still missing is lost when no response came for a retransmission timeout.
+// lost like packets (protocol.md section 8): once a response the responder sent after it
+// arrived, a response is lost when one at least `reorder_allowance` responses after it arrived,
+// or when the newest arrived longer ago than the response gap (max(SRTT/2, 1 ms)); and every
+// response still missing is lost when no response came for a retransmission timeout.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "softmetaroce/time.h"
 
 namespace metaroce {
+
+// The order in which a responder sends the responses to parts' requests: it executes READs in
+// PSN order (protocol.md section 6), so a response follows every response asked for by an
+// earlier part, of whichever READ. The sender's READs share one; re-reads, answered ahead of
+// the parts the responder holds, take no place in it.
+struct ResponseOrder {
+    std::uint64_t next = 0;                // the place of the next response asked for
+    std::optional<std::uint64_t> newest;   // the latest place of a response that arrived
+    TimeUs newest_at = 0;                  // when it arrived
+};
 
 class ReadTracker {
   public:
@@ -34,7 +45,9 @@ class ReadTracker {
         bool completed_part = false;  // the last missing response of its part
     };
 
-    ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance);
+    // `order`: shared with the sender's other READs; by default this READ's own.
+    ReadTracker(std::uint32_t packets, std::uint32_t reorder_allowance,
+                std::shared_ptr<ResponseOrder> order = std::make_shared<ResponseOrder>());
     // The count rule's allowance as it adapts (the sender's, section 8).
     void set_reorder_allowance(std::uint32_t allowance);
 
@@ -71,7 +84,9 @@ class ReadTracker {
     Arrival on_response(std::uint32_t index, TimeUs now, TimeUs gap);
     // When the time rule next declares a response lost; empty if it has nothing to wait for.
     std::optional<TimeUs> reorder_deadline(TimeUs gap) const;
-    void detect_time_losses(TimeUs now, TimeUs gap);
+    // Applies the count and time rules against the newest response of the shared order (a
+    // response to another READ may have moved it).
+    void detect_losses(TimeUs now, TimeUs gap);
 
     // The runs of lost responses, each at most `max_run` long, `max_total` in all and at most
     // `max_runs` of them; they are no longer lost once taken (the caller re-reads them).
@@ -87,22 +102,26 @@ class ReadTracker {
     struct Request {
         Range range;
         bool first_request = true;  // a part's request, not a re-read
-        // For a first request, the highest index arrived and when: responses leave in index
-        // order.
-        std::optional<std::uint32_t> newest_seen;
-        TimeUs newest_seen_at = 0;
-        std::uint32_t in_flight = 0;  // indices it covers that are counted in flight
+        std::uint64_t first_place = 0;  // a part's: the place of its first response in the order
+        std::uint32_t in_flight = 0;    // indices it covers that are counted in flight
         std::uint16_t path = 0;
     };
 
-    void detect_losses(std::uint32_t request, TimeUs now, TimeUs gap);
+    // Where a response the part asking for `index` still covers stands in the order; empty
+    // for one a re-read covers now.
+    std::optional<std::uint64_t> place_of(std::uint32_t index) const;
+    // Received, lost, or covered by a re-read: no longer waits on the order (for good; a lost
+    // index is re-read by the caller).
+    bool settled(std::uint32_t index) const;
     void mark_lost(std::uint32_t index);
     void count_in(std::uint32_t index);
     void count_out(std::uint32_t index);
 
     std::uint32_t packets_;
     std::uint32_t allowance_;
+    std::shared_ptr<ResponseOrder> order_;
     std::uint32_t issued_ = 0;
+    std::uint32_t scan_from_ = 0;  // every index before it is settled
     std::uint32_t missing_;
     std::uint32_t awaiting_ = 0;   // accepted and not received
     std::uint32_t in_flight_ = 0;  // indices counted in flight

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -213,6 +214,8 @@ class Sender {
     CongestionControl congestion_;
     RttEstimator rtt_;
     ReorderTracker reorder_;
+    // Where the responses of all this sender's READs stand in the responder's sending order.
+    std::shared_ptr<ResponseOrder> response_order_ = std::make_shared<ResponseOrder>();
 
     std::deque<WrState> wrs_;  // posted, not yet completed, in posting order
     std::uint64_t next_wr_seq_ = 0;
