@@ -55,11 +55,18 @@ bw_m, bw_r = get("write_bw", "mr0", "clean"), get("write_bw", "rxe0", "clean")
 lat_m, lat_r = get("write_lat", "mr0", "clean"), get("write_lat", "rxe0", "clean")
 lines += ["## Clean link", "",
           "| test | metaroce | rxe | metaroce / rxe |", "|---|---|---|---|",
-          "| ib_write_bw 64 KiB, MB/s | %s | %s | %.2fx |"
+          "| ib_write_bw 64 KiB, 1500-byte MTU (RDMA MTU 1024), MB/s | %s | %s | %.2fx |"
           % (cell("mr0", "clean"), cell("rxe0", "clean"), bw_m / bw_r if bw_r else 0),
           "| ib_write_lat 8 B typical, us | %s | %s | %.2fx |"
           % (cell("mr0", "clean", "write_lat"), cell("rxe0", "clean", "write_lat"),
-             lat_m / lat_r if lat_r else 0), ""]
+             lat_m / lat_r if lat_r else 0)]
+jumbo_m, jumbo_r = get("write_bw", "mr0", "jumbo"), get("write_bw", "rxe0", "jumbo")
+if ("write_bw", "mr0", "jumbo") in runs:
+    lines += ["| ib_write_bw 64 KiB, jumbo frames (9000-byte MTU, RDMA MTU 4096), MB/s"
+              " | %s | %s | %.2fx |"
+              % (cell("mr0", "jumbo"), cell("rxe0", "jumbo"),
+                 jumbo_m / jumbo_r if jumbo_r else 0)]
+lines += [""]
 bw_t = get("tcp_bw", "tcp", "clean")
 has_tcp = ("tcp_bw", "tcp", "clean") in runs
 if has_tcp:
@@ -67,6 +74,23 @@ if has_tcp:
               " run after each pair, moved %s MB/s (MiB/s, as perftest counts);"
               " metaroce moved %.0f%% of that, rxe %.0f%%."
               % (cell("tcp", "clean"), pct(bw_m, bw_t), pct(bw_r, bw_t)), ""]
+    jumbo_t = get("tcp_bw", "tcp", "jumbo")
+    if jumbo_t:
+        lines += ["With jumbo frames TCP moved %s MB/s; metaroce %.0f%% of that,"
+                        " rxe %.0f%%." % (cell("tcp", "jumbo"), pct(jumbo_m, jumbo_t),
+                                          pct(jumbo_r, jumbo_t)), ""]
+
+drops = [(cond, label) for cond, label in (("clean", "on the clean link"),
+                                           ("jumbo", "with jumbo frames"))
+         if ("link_drop", "mr0", cond) in med and ("link_drop", "rxe0", cond) in med]
+if drops:
+    lines += ["The emulated link drops packets by itself when it is busy (QEMU's socket"
+              " buffers between the VMs; no netem): it dropped "
+              + "; ".join("%.1f%% of metaroce's data packets and %.1f%% of rxe's %s"
+                          % (get("link_drop", "mr0", c), get("link_drop", "rxe0", c), label)
+                          for c, label in drops)
+              + " (medians). rxe recovers from a drop by going back N packets,"
+              " metaroce resends what its SACK names.", ""]
 
 conds = sorted({c for (_, _, c) in runs if c.startswith("loss")},
                key=lambda c: float(c[4:]))

@@ -1,11 +1,14 @@
 #!/bin/bash
 # MetaRoCE against the kernel's rxe over the same two-VM link, in one run,
 # alternating the two devices: ib_write_bw (64 KiB) and ib_write_lat (8 B)
-# on the clean link, then ib_write_bw under netem loss on both VMs' links
-# (BENCH_LOSSES) and with reordering; after each pair of ib_write_bw runs,
+# on the clean link, ib_write_bw again with jumbo frames (a 9000-byte netdev
+# MTU, so both devices run a 4096-byte RDMA MTU, as RoCE fabrics are set
+# up), then ib_write_bw under netem loss on both VMs' links (BENCH_LOSSES)
+# and with reordering; after each pair of ib_write_bw runs,
 # one TCP stream (iperf3) under the same condition as the link's reference.
 # VM 0 runs the perftest servers, VM 1 the clients and records one line per
-# run in the shared run directory:
+# run in the shared run directory (and, for each ib_write_bw run, the share
+# of the data's packets the link dropped, as link_drop):
 #   TEST DEVICE CONDITION VALUE
 # scripts/bench.sh turns them into medians, ratios, a table and a plot.
 source "$(dirname "$0")/../metaroce/lib.sh"
@@ -94,13 +97,39 @@ except Exception:
     pass' <<<"$out")"
 }
 
+# link_packets DIRECTION: this VM's link packet count (tx or rx).
+link_packets() {
+	cat "/sys/class/net/$ndev/statistics/${1}_packets"
+}
+
+# record_link_drops DEV CONDITION TX_BEFORE RX_BEFORE: the share of the
+# packets VM 1 (the client, the data's sender) sent in the last run that
+# never reached VM 0, in percent: what the emulated link dropped, netem's
+# drops included.
+record_link_drops() {
+	local sent received
+	if ((VM_INDEX == 0)); then
+		vm_publish "rx.$run" $(($(link_packets rx) - $4))
+		return
+	fi
+	sent=$(($(link_packets tx) - $3))
+	received=$(vm_wait "rx.$run")
+	((sent > 0)) || return 0
+	record link_drop "$1" "$2" \
+		"$(awk -v s="$sent" -v r="$received" \
+			'BEGIN { printf "%.1f", 100 * (s - r) / s }')"
+}
+
 # measure_bw CONDITION: one ib_write_bw run per device, then TCP.
 measure_bw() {
-	local dev
+	local dev tx rx
 	for dev in "${DEVS[@]}"; do
+		tx=$(link_packets tx)
+		rx=$(link_packets rx)
 		run_pair ib_write_bw "$dev" -s 65536 -D "$DURATION"
 		record write_bw "$dev" "$1" \
 			"$(awk '$1 == 65536 && NF >= 5 { print $4 }' <<<"$PAIR_OUT")"
+		record_link_drops "$dev" "$1" "$tx" "$rx"
 	done
 	measure_tcp "$1"
 }
@@ -112,6 +141,20 @@ impair() {
 	vm_barrier "impair.$run"
 }
 
+# set_mtu BYTES: this VM's link MTU; returns once both devices' ports
+# report the RDMA MTU that follows from it, and the peer has done the same.
+set_mtu() {
+	local want=1024 dev
+	((${1} < 9000)) || want=4096
+	ip link set "$ndev" mtu "$1"
+	for dev in mr0 rxe0; do
+		wait_until 10 eval "ibv_devinfo -d $dev |
+			grep -q 'active_mtu:.*$want'" ||
+			echo "# $dev: port MTU not $want after 10 s" >&2
+	done
+	vm_barrier "mtu.$1.$run"
+}
+
 for rep in $(seq "$REPS"); do
 	measure_bw clean
 	for dev in "${DEVS[@]}"; do
@@ -119,6 +162,9 @@ for rep in $(seq "$REPS"); do
 		record write_lat "$dev" clean \
 			"$(awk '$1 == 8 && NF >= 5 { print $5 }' <<<"$PAIR_OUT")"
 	done
+	set_mtu 9000
+	measure_bw jumbo
+	set_mtu 1500
 	for loss in $LOSSES; do
 		impair loss "$loss%"
 		measure_bw "loss$loss"
