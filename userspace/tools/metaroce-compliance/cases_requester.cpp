@@ -507,12 +507,21 @@ std::optional<ibv_wc> poll_send_for(Env& env, Conn& c, int ms) {
     return wc;
 }
 
-void requester_retry_period_not_restarted_by_resends(Env& env) {
+// Retry periods of 67 ms (timeout 14) and no retry to spare: the first period that ends
+// without progress after a resend fails the work request.
+constexpr std::uint8_t kRetryTimeout = 14;
+constexpr double kRetryPeriodMs = 4.096 * (1 << kRetryTimeout) / 1000;
+
+ConnOptions no_retries() {
     ConnOptions o;
-    o.timeout = 14;  // 67 ms per retry period
+    o.timeout = kRetryTimeout;
     o.retry_cnt = 0;
-    Conn c(env, o);
-    const double period_ms = 4.096 * (1 << 14) / 1000;
+    return o;
+}
+
+void requester_retry_period_not_restarted_by_resends(Env& env) {
+    Conn c(env, no_retries());
+    const double period_ms = kRetryPeriodMs;
     const auto posted = Clock::now();
     post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
     // Never acknowledged. The DUT resends its one packet (probes, then timeouts) within the
@@ -530,11 +539,8 @@ void requester_retry_period_not_restarted_by_resends(Env& env) {
 }
 
 void requester_read_request_ack_is_progress(Env& env) {
-    ConnOptions o;
-    o.timeout = 14;  // 67 ms per retry period
-    o.retry_cnt = 0;
-    Conn c(env, o);
-    const double period_ms = 4.096 * (1 << 14) / 1000;
+    Conn c(env, no_retries());
+    const double period_ms = kRetryPeriodMs;
     const auto posted = Clock::now();
     const Packet req = post_read_and_capture(c, c.mtu());
     // No answer: the DUT probes twice (about 20 and 40 ms after its send), which makes the
