@@ -26,19 +26,37 @@ void ReadTracker::count_in(std::uint32_t index) {
     if (in_flight_of_[index]) return;
     in_flight_of_[index] = true;
     ++in_flight_;
-    if (requests_[cover_[index]].in_flight++ == 0) ++requests_in_flight_;
 }
 
 void ReadTracker::count_out(std::uint32_t index) {
     if (!in_flight_of_[index]) return;
     in_flight_of_[index] = false;
     --in_flight_;
-    if (--requests_[cover_[index]].in_flight == 0) --requests_in_flight_;
+}
+
+void ReadTracker::hold_credit(std::uint32_t request) {
+    if (requests_[request].holds_credit) return;
+    requests_[request].holds_credit = true;
+    ++requests_in_flight_;
+}
+
+void ReadTracker::release_credit(std::uint32_t request) {
+    if (!requests_[request].holds_credit) return;
+    requests_[request].holds_credit = false;
+    --requests_in_flight_;
+}
+
+// The responder is done with the request that covers `index` once it sent that request's last
+// response: when the response arrives or is declared lost.
+void ReadTracker::release_if_last(std::uint32_t index) {
+    const std::uint32_t request = cover_[index];
+    if (index + 1 == requests_[request].range.end) release_credit(request);
 }
 
 void ReadTracker::mark_lost(std::uint32_t index) {
     lost_[index] = true;
     count_out(index);
+    release_if_last(index);
 }
 
 ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
@@ -48,7 +66,8 @@ ReadTracker::Range ReadTracker::issue_part(std::uint32_t count) {
     parts_.push_back(range);
     part_missing_.push_back(range.size());
     part_request_.push_back(request);
-    requests_.push_back(Request{range, true, order_->next, 0, 0});
+    requests_.push_back(Request{range, true, order_->next, false, 0});
+    hold_credit(request);
     order_->next += range.size();
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         part_of_[i] = part;
@@ -65,7 +84,8 @@ ReadTracker::Range ReadTracker::part_containing(std::uint32_t index) const {
 
 void ReadTracker::on_reread(Range range, TimeUs now) {
     const auto request = static_cast<std::uint32_t>(requests_.size());
-    requests_.push_back(Request{range, false, 0, 0, 0});
+    requests_.push_back(Request{range, false, 0, false, 0});
+    hold_credit(request);
     for (std::uint32_t i = range.first; i < range.end; ++i) {
         count_out(i);  // a response still in flight moves to the new request
         cover_[i] = request;
@@ -77,18 +97,25 @@ void ReadTracker::on_reread(Range range, TimeUs now) {
 
 void ReadTracker::on_part_request_lost(std::uint32_t index) {
     const std::uint32_t part = part_of_[index];
+    bool answered = false;
     for (std::uint32_t i = parts_[part].first; i < parts_[part].end; ++i) {
+        answered = answered || accepted_[i] || received_[i];
         if (!accepted_[i] && cover_[i] == part_request_[part]) count_out(i);
     }
+    // The responder never took it: no credit is held there.
+    if (!answered) release_credit(part_request_[part]);
 }
 
 void ReadTracker::on_part_request_resent(std::uint32_t index) {
     const std::uint32_t part = part_of_[index];
+    bool waiting = false;
     for (std::uint32_t i = parts_[part].first; i < parts_[part].end; ++i) {
         if (!accepted_[i] && !received_[i] && !lost_[i] && cover_[i] == part_request_[part]) {
             count_in(i);
+            waiting = true;
         }
     }
+    if (waiting) hold_credit(part_request_[part]);
 }
 
 void ReadTracker::on_accepted(std::uint32_t index, TimeUs now) {
@@ -125,6 +152,7 @@ ReadTracker::Arrival ReadTracker::on_response(std::uint32_t index, TimeUs now, T
         backoff_ = 0;
         arrival.completed_part = --part_missing_[part_of_[index]] == 0;
     }
+    release_if_last(index);
     detect_losses(now, gap);
     return arrival;
 }
@@ -158,6 +186,14 @@ std::optional<TimeUs> ReadTracker::reorder_deadline(TimeUs gap) const {
         if (!place) continue;
         if (*place >= *order_->newest) break;
         return order_->newest_at + gap;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::uint32_t> ReadTracker::newest_in_flight() const {
+    if (in_flight_ == 0) return std::nullopt;
+    for (std::uint32_t i = issued_; i > 0; --i) {
+        if (in_flight_of_[i - 1]) return i - 1;
     }
     return std::nullopt;
 }

@@ -659,7 +659,7 @@ TimeUs Sender::tail_probe_timeout() const {
 }
 
 std::optional<TimeUs> Sender::quiet_deadline() const {
-    if (inflight_ == 0) return std::nullopt;
+    if (inflight_ == 0 && read_use().responses == 0) return std::nullopt;
     if (tail_probes_ < config_.max_tail_probes) {
         return (tail_probes_ == 0 ? last_delivery_ : last_tail_probe_) + tail_probe_timeout();
     }
@@ -743,17 +743,47 @@ void Sender::send_tail_probe(TimeUs now) {
     // Nothing delivered for a while: perhaps the last packets were lost and nothing after them
     // can reveal it. Resending the newest packet in flight draws a SACK that does. The loss is
     // not held against its path.
+    // A READ response asked for is a packet in flight too (section 8): the newest may be one,
+    // and then it is re-read.
     ++tail_probes_;
     last_tail_probe_ = now;
-    for (Psn psn = snd_nxt_; psn != snd_una_;) {
-        psn = psn_add(psn, -1);
-        PsnSlot* slot = slot_at(psn);
-        if (slot == nullptr || !slot->on_wire() || slot->state != SlotState::InFlight) continue;
-        declare_lost(*slot, /*by_network=*/false, now);
-        ++counters_.tail_probes;
-        force_retransmission_ = true;
+    PsnSlot* newest_slot = nullptr;
+    Psn newest_slot_psn = snd_nxt_;
+    while (newest_slot == nullptr && newest_slot_psn != snd_una_) {
+        newest_slot_psn = psn_add(newest_slot_psn, -1);
+        PsnSlot* slot = slot_at(newest_slot_psn);
+        if (slot != nullptr && slot->on_wire() && slot->state == SlotState::InFlight) {
+            newest_slot = slot;
+        }
+    }
+    WrState* newest_read = nullptr;
+    std::uint32_t newest_index = 0;
+    for (WrState& wr : wrs_) {
+        const std::optional<std::uint32_t> index =
+            wr.read ? wr.read->newest_in_flight() : std::nullopt;
+        if (!index) continue;
+        const Psn psn = psn_add(wr.first_psn, *index);
+        const bool newer_than_read =
+            newest_read == nullptr ||
+            psn_diff(psn, psn_add(newest_read->first_psn, newest_index)) > 0;
+        if (newer_than_read) {
+            newest_read = &wr;
+            newest_index = *index;
+        }
+    }
+    const bool read_is_newest =
+        newest_read != nullptr &&
+        (newest_slot == nullptr ||
+         psn_diff(psn_add(newest_read->first_psn, newest_index), newest_slot_psn) > 0);
+    if (read_is_newest) {
+        newest_read->read->on_probe(newest_index);
+    } else if (newest_slot != nullptr) {
+        declare_lost(*newest_slot, /*by_network=*/false, now);
+    } else {
         return;
     }
+    ++counters_.tail_probes;
+    force_retransmission_ = true;
 }
 
 void Sender::on_rto(TimeUs now) {

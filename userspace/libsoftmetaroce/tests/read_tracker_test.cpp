@@ -73,6 +73,45 @@ TEST(ReadTracker, InFlightCountsResponsesAskedForNeitherArrivedNorLost) {
     EXPECT_EQ(t.requests_in_flight(), 2u);  // the part is answered: its credit is free
 }
 
+TEST(ReadTracker, APartsCreditIsFreeOnceItsLastResponseArrives) {
+    // The responder sends a part's responses in order: with the last one in, it holds the
+    // part no more, whatever is still missing before it.
+    ReadTracker t(8, 8);
+    t.issue_part(4);
+    t.issue_part(4);
+    EXPECT_EQ(t.requests_in_flight(), 2u);
+    t.on_response(3, 10, kLongWindow);
+    EXPECT_EQ(t.requests_in_flight(), 1u);
+    EXPECT_EQ(t.in_flight(), 7u);  // 0..2 still count against the window
+    t.on_response(4, 10, kLongWindow);
+    EXPECT_EQ(t.requests_in_flight(), 1u);
+}
+
+TEST(ReadTracker, APartsCreditIsFreeOnceItsLastResponseIsLost) {
+    ReadTracker t(4, 8);
+    t.issue_part(4);
+    for (std::uint32_t i = 0; i < 4; ++i) t.on_accepted(i, 0);
+    t.on_response(0, 10, kLongWindow);
+    const auto deadline = t.deadline(1000, 8000);
+    ASSERT_TRUE(deadline.has_value());
+    t.on_timeout(*deadline);  // 1..3 lost, the last among them
+    EXPECT_EQ(t.requests_in_flight(), 0u);
+    ASSERT_EQ(t.take_lost_runs(64), (std::vector<Range>{{1, 4}}));
+    t.on_reread({1, 4}, *deadline);
+    EXPECT_EQ(t.requests_in_flight(), 1u);  // the re-read holds one
+}
+
+TEST(ReadTracker, ALostPartRequestHoldsNoCredit) {
+    ReadTracker t(4, 8);
+    t.issue_part(4);
+    t.on_part_request_lost(0);
+    EXPECT_EQ(t.requests_in_flight(), 0u);
+    EXPECT_EQ(t.in_flight(), 0u);
+    t.on_part_request_resent(0);
+    EXPECT_EQ(t.requests_in_flight(), 1u);
+    EXPECT_EQ(t.in_flight(), 4u);
+}
+
 TEST(ReadTracker, HoleIsLostOnceNoLaterResponseArrivedForTheGap) {
     ReadTracker t(6, 8);
     t.issue_part(6);

@@ -798,24 +798,56 @@ TEST_F(SenderTest, ALaterReadsResponsesShowAnEarlierReadsLoss) {
     ASSERT_EQ(done.size(), 2u);
     const auto remote = pattern_bytes(1 << 20, 5);
     EXPECT_TRUE(std::equal(done[0].read_data.begin(), done[0].read_data.end(), remote.begin()));
-    EXPECT_TRUE(std::equal(done[1].read_data.begin(), done[1].read_data.end(),
-                           remote.begin() + 4 * kMtu));
+    EXPECT_TRUE(
+        std::equal(done[1].read_data.begin(), done[1].read_data.end(), remote.begin() + 4 * kMtu));
 }
 
-TEST_F(SenderTest, ReadResponsesAllLostAreReReadAfterTheTimer) {
+TEST_F(SenderTest, TailProbeReReadsTheNewestResponseInFlight) {
+    post_read(1, 4 * kMtu);
+    const auto req = sent().at(0);
+    ack(kStart + 4);    // the responder has the request
+    respond(req, {3});  // the last response is lost, and nothing after it can show that
+    // Nothing else is in flight: after the probe timeout the newest response asked for is
+    // re-read (section 8), before the READ's own timer.
+    now = *tx->next_timer();
+    tx->on_timer(now);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::ReadRequest);
+    EXPECT_TRUE(p[0].bth.has(kRetx));
+    EXPECT_EQ(p[0].bth.psn, kStart + 3);
+    EXPECT_EQ(p[0].rreq().len, kMtu);
+    EXPECT_EQ(tx->counters().tail_probes, 1u);
+    respond(p[0]);
+    EXPECT_EQ(tx->take_completions().size(), 1u);
+}
+
+TEST_F(SenderTest, ReadResponsesAllLostAreProbedThenReReadAfterTheTimer) {
     post_read(1, 3 * kMtu);
     sent();
     now += kRtt;
     ack(kStart + 3);  // the request arrived, the responses never do
-    const TimeUs t = *tx->next_timer();
-    EXPECT_EQ(t, now + 5000);  // the RTO: 5 ms at least
-    now = t;
+    const TimeUs acked_at = now;
+    // First the tail-loss probe re-reads the newest response asked for (section 8)...
+    now = *tx->next_timer();
+    EXPECT_LT(now, acked_at + 5000);
     tx->on_timer(now);
-    const auto p = sent();
+    auto p = sent();
     ASSERT_EQ(p.size(), 1u);
-    EXPECT_EQ(p[0].bth.psn, kStart);
-    EXPECT_EQ(p[0].rreq().offset, 0u);
+    EXPECT_EQ(p[0].bth.psn, kStart + 2);
     EXPECT_TRUE(p[0].bth.has(kRetx));
+    // ...then, with no answer, the READ's timer (the RTO, 5 ms at least) gives up the rest.
+    std::vector<Packet> rereads;
+    for (int timers = 0; timers < 10 && (rereads.empty() || rereads.front().bth.psn != kStart);
+         ++timers) {
+        now = *tx->next_timer();
+        tx->on_timer(now);
+        rereads = sent();
+    }
+    ASSERT_FALSE(rereads.empty());
+    EXPECT_GE(now, acked_at + 5000);
+    EXPECT_EQ(rereads.front().rreq().offset, 0u);
+    EXPECT_TRUE(rereads.front().bth.has(kRetx));
 }
 
 TEST_F(SenderTest, CompletionsInPostingOrderAndFence) {

@@ -24,9 +24,9 @@ namespace metaroce {
 // earlier part, of whichever READ. The sender's READs share one; re-reads, answered ahead of
 // the parts the responder holds, take no place in it.
 struct ResponseOrder {
-    std::uint64_t next = 0;                // the place of the next response asked for
-    std::optional<std::uint64_t> newest;   // the latest place of a response that arrived
-    TimeUs newest_at = 0;                  // when it arrived
+    std::uint64_t next = 0;               // the place of the next response asked for
+    std::optional<std::uint64_t> newest;  // the latest place of a response that arrived
+    TimeUs newest_at = 0;                 // when it arrived
 };
 
 class ReadTracker {
@@ -58,8 +58,9 @@ class ReadTracker {
     // Responses requested and neither arrived nor declared lost: what the READ has in flight
     // against the congestion window (section 8).
     std::uint32_t in_flight() const { return in_flight_; }
-    // Requests (parts and re-reads) with responses in flight: each holds a read credit
-    // (max_rd_atomic, section 8).
+    // Requests (parts and re-reads) the responder may still hold, each a read credit
+    // (max_rd_atomic, section 8): from the request until its last response arrives or is
+    // declared lost (the responder sends them in order), or the request itself is lost.
     std::uint32_t requests_in_flight() const { return requests_in_flight_; }
 
     // Requests the next `count` indices as a new part.
@@ -92,6 +93,11 @@ class ReadTracker {
     // `max_runs` of them; they are no longer lost once taken (the caller re-reads them).
     std::vector<Range> take_lost_runs(std::uint32_t max_run, std::uint32_t max_total = UINT32_MAX,
                                       std::uint32_t max_runs = UINT32_MAX);
+    // The highest index whose response is in flight (asked for, neither arrived nor lost).
+    std::optional<std::uint32_t> newest_in_flight() const;
+    // A tail-loss probe (section 8) presumes the response at `index` lost, to be re-read.
+    void on_probe(std::uint32_t index) { mark_lost(index); }
+
     // When the responses due are given up for lost: `rto`, doubled per consecutive timeout
     // up to `max_wait`, after the latest activity. Empty when nothing is due.
     std::optional<TimeUs> deadline(TimeUs rto, TimeUs max_wait) const;
@@ -101,9 +107,9 @@ class ReadTracker {
   private:
     struct Request {
         Range range;
-        bool first_request = true;  // a part's request, not a re-read
+        bool first_request = true;      // a part's request, not a re-read
         std::uint64_t first_place = 0;  // a part's: the place of its first response in the order
-        std::uint32_t in_flight = 0;    // indices it covers that are counted in flight
+        bool holds_credit = false;
         std::uint16_t path = 0;
     };
 
@@ -114,6 +120,9 @@ class ReadTracker {
     // index is re-read by the caller).
     bool settled(std::uint32_t index) const;
     void mark_lost(std::uint32_t index);
+    void hold_credit(std::uint32_t request);
+    void release_credit(std::uint32_t request);
+    void release_if_last(std::uint32_t index);
     void count_in(std::uint32_t index);
     void count_out(std::uint32_t index);
 
