@@ -561,19 +561,13 @@ out:
  */
 static void request_arrived(struct soft_req *req, u32 psn, u32 tx_seq)
 {
-	u32 p;
+	u32 p = psn;
 
-	for (p = psn; soft_psn_diff(p, req->psn_una) >= 0;
-	     p = soft_psn_add(p, -1)) {
-		struct soft_pkt *e = &req->pkts[p % SOFT_WINDOW];
-
-		if (e->tx_seq != tx_seq)
-			break;
-		e->request_acked = true;
-		e->request_acked_once = true;
-	}
-	for (p = soft_psn_add(psn, 1); soft_psn_diff(p, req->psn_next) < 0;
-	     p = soft_psn_add(p, 1)) {
+	/* Back to the request's first PSN, then over every PSN it asked for. */
+	while (p != req->psn_una &&
+	       req->pkts[soft_psn_add(p, -1) % SOFT_WINDOW].tx_seq == tx_seq)
+		p = soft_psn_add(p, -1);
+	for (; p != req->psn_next; p = soft_psn_add(p, 1)) {
 		struct soft_pkt *e = &req->pkts[p % SOFT_WINDOW];
 
 		if (e->tx_seq != tx_seq)

@@ -237,12 +237,15 @@ static void mark_data_sent(struct soft_req *req, u32 psn, u32 slot, u8 path,
 static void mark_read_sent(struct soft_req *req, u32 psn, u32 n, u32 slot,
 			   u8 path, bool retx)
 {
+	struct soft_pkt *e;
 	u32 i;
 
 	req->tx_seq++;
-	for (i = 0; i < n; i++)
-		mark_sent(req, soft_psn_add(psn, i), slot, path, retx,
-			  i == n - 1)->resp_seq = ++req->resp_seq;
+	for (i = 0; i < n; i++) {
+		e = mark_sent(req, soft_psn_add(psn, i), slot, path, retx,
+			      i == n - 1);
+		e->resp_seq = ++req->resp_seq;
+	}
 }
 
 static u8 data_flags(const struct soft_swqe *swqe, u32 k)

@@ -21,7 +21,7 @@ void ReadTracker::set_reorder_allowance(std::uint32_t allowance) {
     allowance_ = std::max<std::uint32_t>(1, allowance);
 }
 
-// Counted in flight under the request that covers the index now.
+// Counted in flight against the window (section 8).
 void ReadTracker::count_in(std::uint32_t index) {
     if (in_flight_of_[index]) return;
     in_flight_of_[index] = true;

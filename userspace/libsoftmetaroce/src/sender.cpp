@@ -756,27 +756,16 @@ void Sender::send_tail_probe(TimeUs now) {
             newest_slot = slot;
         }
     }
-    WrState* newest_read = nullptr;
-    std::uint32_t newest_index = 0;
-    for (WrState& wr : wrs_) {
-        const std::optional<std::uint32_t> index =
-            wr.read ? wr.read->newest_in_flight() : std::nullopt;
-        if (!index) continue;
-        const Psn psn = psn_add(wr.first_psn, *index);
-        const bool newer_than_read =
-            newest_read == nullptr ||
-            psn_diff(psn, psn_add(newest_read->first_psn, newest_index)) > 0;
-        if (newer_than_read) {
-            newest_read = &wr;
-            newest_index = *index;
-        }
+    // Work requests take their PSNs in posting order: the newest response in flight is in the
+    // last READ that has one.
+    WrState* read = nullptr;
+    std::optional<std::uint32_t> index;
+    for (auto wr = wrs_.rbegin(); wr != wrs_.rend() && !index; ++wr) {
+        if (wr->read && (index = wr->read->newest_in_flight())) read = &*wr;
     }
-    const bool read_is_newest =
-        newest_read != nullptr &&
-        (newest_slot == nullptr ||
-         psn_diff(psn_add(newest_read->first_psn, newest_index), newest_slot_psn) > 0);
-    if (read_is_newest) {
-        newest_read->read->on_probe(newest_index);
+    if (index && (newest_slot == nullptr ||
+                  psn_diff(psn_add(read->first_psn, *index), newest_slot_psn) > 0)) {
+        read->read->on_probe(*index);
     } else if (newest_slot != nullptr) {
         declare_lost(*newest_slot, /*by_network=*/false, now);
     } else {
