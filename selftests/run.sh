@@ -3,11 +3,16 @@
 # summary line "N passed, N failed". Each suite is a TAP script in
 # selftests/metaroce/; its VM topology is given below.
 #
-#   selftests/run.sh [--installed] [SUITE...]
+#   selftests/run.sh [--installed] [--distro-kernel] [SUITE...]
 #
 # By default the module and the provider come from the build tree (make);
 # --installed tests what "make install" put on the host (modprobe metaroce,
 # the provider in /etc/libibverbs.d).
+#
+# The VMs boot the debug kernel (scripts/debug-kernel.sh: KASAN, KFENCE,
+# UBSAN, lockdep, kmemleak, ...; built once and cached), with the module
+# built for it (scripts/build-for-kernel.sh); --distro-kernel (or
+# VM_KERNEL=distro) boots Debian's kernel instead, as the bench does.
 set -uo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,10 +33,13 @@ SUITES=(
 )
 
 installed=
+distro=
+[[ ${VM_KERNEL:-debug} == distro ]] && distro=1
 selected=()
 for arg in "$@"; do
 	case $arg in
 	--installed) installed=1 ;;
+	--distro-kernel) distro=1 ;;
 	-h | --help)
 		sed -n '2,10p' "$0"
 		exit 0
@@ -41,8 +49,24 @@ for arg in "$@"; do
 done
 
 vm_env=()
+kernel_args=()
+ko=$TOP/kernel/metaroce.ko
+if [[ -z $distro ]]; then
+	dbg_kver=$(scripts/debug-kernel.sh kver) &&
+		dbg_image=$(scripts/debug-kernel.sh image) &&
+		scripts/build-for-kernel.sh "$dbg_kver" "$BUILD/debug-kernel" \
+			${installed:+--install} || {
+		echo "not ok - the debug kernel or the module for it did not build"
+		echo "selftests: 0 passed, 1 failed"
+		exit 1
+	}
+	echo "# VM kernel: $dbg_kver (debug build, $dbg_image)"
+	kernel_args=(--kver "$dbg_kver" --kernel "$dbg_image")
+	ko=$BUILD/debug-kernel/kernel/metaroce.ko
+	vm_env+=(--env "METAROCE_KTEST=$BUILD/debug-kernel/ktest/metaroce_ktest.ko")
+fi
 if [[ -z $installed ]]; then
-	vm_env+=(--env "METAROCE_KO=$TOP/kernel/metaroce.ko"
+	vm_env+=(--env "METAROCE_KO=$ko"
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
 fi
 
@@ -68,6 +92,7 @@ run_suite() {
 	for attempt in 1 2; do
 		echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
 		selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
+			"${kernel_args[@]}" \
 			--timeout "${SUITE_TIMEOUT:-900}" "${vm_env[@]}" -- \
 			"$script" 2>&1 | tee "$log"
 		rc=${PIPESTATUS[0]}

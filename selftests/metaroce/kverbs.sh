@@ -6,7 +6,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
-KTEST=$METAROCE_SELFTESTS/ktest/metaroce_ktest.ko
+# METAROCE_KTEST: the client built for another kernel (selftests/run.sh).
+KTEST=${METAROCE_KTEST:-$METAROCE_SELFTESTS/ktest/metaroce_ktest.ko}
 
 ktest() {
 	insmod "$KTEST" "$@"
