@@ -55,10 +55,11 @@ setup() {
 	[[ ! -e $CG/memory.swap.max ]] || echo 0 >"$CG/memory.swap.max"
 	echo "cgroup $CG: memory.max $(cat "$CG/memory.max")"
 	local k
+	: >/tmp/metaroce-limits.base
 	for k in $COUNTED; do
-		BASE[$k]=$(res_count mr0 "$k")
+		echo "BASE[$k]=$(res_count mr0 "$k")" >>/tmp/metaroce-limits.base
 	done
-	declare -p BASE >/tmp/metaroce-limits.base
+	cat /tmp/metaroce-limits.base
 }
 
 # res_count DEV KIND: the device's objects of KIND (rdma resource show).
@@ -150,7 +151,7 @@ exhaust() {
 	created=$(field created)
 	err=$(field errno)
 	peak=$(cat "$CG/memory.peak" 2>/dev/null || echo 0)
-	wait_until 30 counts_back $COUNTED
+	wait_until 30 counts_back $COUNTED || true
 	wait_until 30 eval '(( $(mem_available_kb) > avail0 - 16384 ))' || true
 	avail2=$(mem_available_kb)
 	ooms=$(($(oom_kills) - ooms0))

@@ -52,7 +52,7 @@ setup() {
 	sa ns2 10.0.0.2 10.0.0.1 0x102 "$KEY2" out
 	mirror ns1
 	mirror ns2
-	topo_exec ns1 ping -c 1 -W 5 10.0.0.2
+	topo_exec ns1 busybox ping -c 1 -W 5 10.0.0.2
 	topo_exec ns1 rdma link add mr1 type metaroce netdev veth0
 	topo_exec ns2 rdma link add mr2 type metaroce netdev veth0
 	wait_until 10 eval 'gids mr1 | grep -q ffff:0a00:0001'
@@ -77,7 +77,7 @@ xfer() {
 
 test_esp_carries() {
 	# A ping goes through both SAs (see their packet counts).
-	topo_exec ns1 ping -c 2 -W 5 10.0.0.2
+	topo_exec ns1 busybox ping -c 2 -W 5 10.0.0.2
 	ip -n ns1 -s xfrm state | tee /dev/stderr |
 		grep -qE '[1-9][0-9]*\(packets\)'
 }
