@@ -152,6 +152,10 @@ void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 /*
  * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
  * copying. Returns -EMSGSIZE when the skb has no fragment slots left.
+ *
+ * The pages are the user's (or page cache a read-only MR maps), so the skb
+ * is marked as having shared fragments: whatever would write to them in
+ * place (an ESP transform, a checksum fixup) copies them first.
  */
 int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
@@ -168,6 +172,7 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			return -EMSGSIZE;
 		get_page(page);
 		skb_fill_page_desc(skb, nr, page, offset, chunk);
+		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
 		skb->len += chunk;
 		skb->data_len += chunk;
 		skb->truesize += chunk;

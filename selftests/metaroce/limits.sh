@@ -189,7 +189,8 @@ test_mrs_in_cgroup() {
 # fails with ENOMEM once the device holds exactly its advertised maximum.
 limit_holds() {
 	local dev=$1 kind=$2 cap=${3:-} fifo=/tmp/metaroce-limits.fifo pid
-	local held limit
+	local held limit kernel_pds
+	kernel_pds=$(res_count "$dev" pd)
 	rm -f "$fifo"
 	mkfifo "$fifo"
 	as_user "$BIN" -d "$dev" -k "$kind" -a min ${cap:+-n "$cap"} -H -l \
@@ -198,8 +199,12 @@ limit_holds() {
 	exec 9>"$fifo"
 	wait_until 600 grep -q holding "$OUT" || { exec 9>&-; cat "$OUT"; return 1; }
 	# AHs are not in rdma resource show; the kernel has none of its own.
+	# Each kernel PD has an internal DMA MR (the device has no local DMA
+	# lkey) that the driver counts and rdma resource show does not.
 	if [[ $kind == ah ]]; then
 		held=$(field created)
+	elif [[ $kind == mr ]]; then
+		held=$(($(res_count "$dev" mr) + kernel_pds))
 	else
 		held=$(res_count "$dev" "$kind")
 	fi

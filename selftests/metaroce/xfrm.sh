@@ -9,8 +9,10 @@
 # slots; READ: the server's).
 #
 # Over veth, the receiver would decrypt the same pages in place again and
-# hide the damage; a mirred mirror on each ingress clones the packets, so
-# ESP input copies and what the sender's ESP did stays visible. Messages of
+# hide the damage; a packet socket on each side holds a clone of every
+# packet received, so ESP input copies and what the sender's ESP did stays
+# visible. (A tc mirred mirror is not enough: its clone is freed before
+# ESP input runs.) Messages of
 # 1000 bytes: one packet each (batches of several are segmented, and so
 # copied, before ESP). One VM.
 source "$(dirname "$0")/lib.sh"
@@ -32,13 +34,16 @@ sa() {
 		tmpl src "$src" dst "$dst" proto esp reqid "$spi" mode transport
 }
 
-# mirror NS: clone every packet veth0 receives to a dummy device.
-mirror() {
-	ip -n "$1" link add dum0 type dummy
-	ip -n "$1" link set dum0 up
-	topo_exec "$1" tc qdisc add dev veth0 clsact
-	topo_exec "$1" tc filter add dev veth0 ingress matchall \
-		action mirred egress mirror dev dum0
+# hold_clones NS: a packet socket on veth0 that never reads: every packet
+# veth0 receives is cloned into its queue (64 MiB of it) before IP sees it.
+hold_clones() {
+	topo_exec "$1" /usr/bin/python3 -c '
+import socket, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
+s.bind(("veth0", 0))
+time.sleep(3600)' >/dev/null 2>&1 &
+	echo $! >>/tmp/xfrm-holders
 }
 
 setup() {
@@ -50,8 +55,8 @@ setup() {
 	sa ns1 10.0.0.2 10.0.0.1 0x102 "$KEY2" in
 	sa ns2 10.0.0.1 10.0.0.2 0x101 "$KEY1" in
 	sa ns2 10.0.0.2 10.0.0.1 0x102 "$KEY2" out
-	mirror ns1
-	mirror ns2
+	hold_clones ns1
+	hold_clones ns2
 	topo_exec ns1 busybox ping -c 1 -W 5 10.0.0.2
 	topo_exec ns1 rdma link add mr1 type metaroce netdev veth0
 	topo_exec ns2 rdma link add mr2 type metaroce netdev veth0
@@ -95,6 +100,8 @@ test_read() {
 }
 
 test_cleanup() {
+	# shellcheck disable=SC2046
+	kill $(cat /tmp/xfrm-holders) 2>/dev/null || true
 	topo_cleanup
 	metaroce_unload
 }
