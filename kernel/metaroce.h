@@ -51,6 +51,16 @@
 
 struct metaroce_engine_ops;
 
+/* Object types counted against the device's limits (metaroce_limits.c). */
+enum metaroce_obj {
+	METAROCE_OBJ_QP,
+	METAROCE_OBJ_CQ,
+	METAROCE_OBJ_MR,
+	METAROCE_OBJ_PD,
+	METAROCE_OBJ_AH,
+	METAROCE_NUM_OBJ
+};
+
 struct metaroce_dev {
 	struct ib_device ib_dev;
 	/* Held (netdev_hold) from creation until dealloc_driver. */
@@ -61,6 +71,9 @@ struct metaroce_dev {
 	struct list_head registry;
 
 	struct ib_device_attr attr;
+	/* Objects that exist, and the most there may be (attr's max_*). */
+	atomic_t obj_count[METAROCE_NUM_OBJ];
+	u32 obj_limit[METAROCE_NUM_OBJ];
 	/*
 	 * Port state and MTU are read live from the netdev; this is only the
 	 * state last announced with a port event (written under RTNL).

@@ -93,7 +93,8 @@ static int ah_publish(struct metaroce_dev *mdev, struct metaroce_ah *ah,
 
 	if (udata->outlen < sizeof(resp))
 		return -EINVAL;
-	h = kmalloc(sizeof(*h), GFP_ATOMIC);
+	/* Charged to the creator's memory cgroup, like everything it makes. */
+	h = kmalloc(sizeof(*h), GFP_ATOMIC | __GFP_ACCOUNT);
 	if (!h)
 		return -ENOMEM;
 	h->av = ah->av;
@@ -116,13 +117,20 @@ static int ah_publish(struct metaroce_dev *mdev, struct metaroce_ah *ah,
 int metaroce_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		       struct ib_udata *udata)
 {
+	struct metaroce_dev *mdev = to_mdev(ibah->device);
 	struct metaroce_ah *ah = to_mah(ibah);
 	int err;
 
 	err = metaroce_av_from_attr(&ah->av, init_attr->ah_attr);
+	if (err)
+		return err;
+	err = metaroce_obj_charge(mdev, METAROCE_OBJ_AH);
 	if (err || !udata)
 		return err;
-	return ah_publish(to_mdev(ibah->device), ah, udata);
+	err = ah_publish(mdev, ah, udata);
+	if (err)
+		metaroce_obj_uncharge(mdev, METAROCE_OBJ_AH);
+	return err;
 }
 
 int metaroce_destroy_ah(struct ib_ah *ibah, u32 flags)
@@ -130,6 +138,7 @@ int metaroce_destroy_ah(struct ib_ah *ibah, u32 flags)
 	struct metaroce_ah *ah = to_mah(ibah);
 	struct metaroce_ah_handle *h;
 
+	metaroce_obj_uncharge(to_mdev(ibah->device), METAROCE_OBJ_AH);
 	if (!ah->handle)
 		return 0;
 	h = xa_erase(&to_mdev(ibah->device)->ahs, ah->handle);

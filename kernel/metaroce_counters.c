@@ -38,6 +38,7 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_PATH_FAILED].name		= "path_failed",
 	[METAROCE_CNT_PATH_RECOVERED].name	= "path_recovered",
 	[METAROCE_CNT_CQ_OVERFLOW].name		= "cq_overflow",
+	[METAROCE_CNT_OBJ_LIMIT].name		= "obj_limit_refused",
 };
 
 static_assert(ARRAY_SIZE(counter_descs) == METAROCE_NUM_COUNTERS);

@@ -42,6 +42,7 @@ enum metaroce_counter {
 	METAROCE_CNT_PATH_FAILED,
 	METAROCE_CNT_PATH_RECOVERED,
 	METAROCE_CNT_CQ_OVERFLOW,
+	METAROCE_CNT_OBJ_LIMIT,		/* creation refused: at the limit */
 	METAROCE_NUM_COUNTERS
 };
 

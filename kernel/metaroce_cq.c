@@ -24,7 +24,8 @@ static int cq_queue_create(struct metaroce_queue *q, int cqe,
 	int err;
 
 	/* One slot more than asked: a full ring still has a free slot. */
-	err = metaroce_queue_init(q, cqe + 1, sizeof(struct metaroce_cqe));
+	err = metaroce_queue_init(q, cqe + 1, sizeof(struct metaroce_cqe),
+				  !!udata);
 	if (err || !udata)
 		return err;
 	err = metaroce_queue_expose(q, udata_ucontext(udata), info);
@@ -43,6 +44,7 @@ static int cq_check_size(struct ib_device *ibdev, int cqe)
 int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		       struct ib_udata *udata)
 {
+	struct metaroce_dev *mdev = to_mdev(ibcq->device);
 	struct metaroce_cq *cq = to_mcq(ibcq);
 	struct metaroce_create_cq_resp resp = {};
 	int err;
@@ -54,27 +56,35 @@ int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		return err;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	err = metaroce_obj_charge(mdev, METAROCE_OBJ_CQ);
+	if (err)
+		return err;
 
 	spin_lock_init(&cq->lock);
 	cq->is_user = !!udata;
 	err = cq_queue_create(&cq->queue, attr->cqe, udata, &resp.cq);
 	if (err)
-		return err;
+		goto err_uncharge;
 	ibcq->cqe = cq->queue.num_slots - 1;
 
 	if (udata) {
 		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-		if (err) {
-			metaroce_queue_cleanup(&cq->queue);
-			return err;
-		}
+		if (err)
+			goto err_queue;
 	}
 	return 0;
+
+err_queue:
+	metaroce_queue_cleanup(&cq->queue);
+err_uncharge:
+	metaroce_obj_uncharge(mdev, METAROCE_OBJ_CQ);
+	return err;
 }
 
 int metaroce_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	metaroce_queue_cleanup(&to_mcq(ibcq)->queue);
+	metaroce_obj_uncharge(to_mdev(ibcq->device), METAROCE_OBJ_CQ);
 	return 0;
 }
 

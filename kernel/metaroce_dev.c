@@ -21,7 +21,6 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	addrconf_addr_eui48((u8 *)&attr->sys_image_guid, mdev->ndev->dev_addr);
 	attr->max_mr_size = METAROCE_MAX_MR_SIZE;
 	attr->page_size_cap = PAGE_SIZE;
-	attr->max_qp = METAROCE_MAX_QP;
 	attr->max_qp_wr = METAROCE_MAX_QP_WR;
 	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_PORT_ACTIVE_EVENT |
@@ -31,18 +30,15 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->max_send_sge = METAROCE_MAX_SGE;
 	attr->max_recv_sge = METAROCE_MAX_SGE;
 	attr->max_sge_rd = METAROCE_MAX_SGE;
-	attr->max_cq = METAROCE_MAX_CQ;
 	attr->max_cqe = METAROCE_MAX_CQE;
-	attr->max_mr = METAROCE_MAX_MR;
-	attr->max_pd = METAROCE_MAX_PD;
 	attr->max_qp_rd_atom = METAROCE_MAX_RD_ATOMIC;
 	attr->max_qp_init_rd_atom = METAROCE_MAX_RD_ATOMIC;
-	attr->max_res_rd_atom = METAROCE_MAX_RD_ATOMIC * METAROCE_MAX_QP;
 	attr->atomic_cap = IB_ATOMIC_NONE;
-	attr->max_ah = METAROCE_MAX_AH;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
 	attr->max_fast_reg_page_list_len = 0;
+	/* max_qp, max_cq, max_mr, max_pd, max_ah: what creation enforces. */
+	metaroce_limits_init(mdev);
 }
 
 /*

@@ -24,6 +24,11 @@ void metaroce_dealloc_driver(struct ib_device *ibdev);
 int metaroce_notifier_init(void);
 void metaroce_notifier_exit(void);
 
+/* metaroce_limits.c: object counts against the advertised limits */
+void metaroce_limits_init(struct metaroce_dev *mdev);
+int metaroce_obj_charge(struct metaroce_dev *mdev, enum metaroce_obj type);
+void metaroce_obj_uncharge(struct metaroce_dev *mdev, enum metaroce_obj type);
+
 /* metaroce_debugfs.c */
 void metaroce_debugfs_init(void);
 void metaroce_debugfs_exit(void);

@@ -152,6 +152,10 @@ void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 /*
  * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
  * copying. Returns -EMSGSIZE when the skb has no fragment slots left.
+ *
+ * The pages are the user's (or page cache a read-only MR maps), so the skb
+ * is marked as having shared fragments: whatever would write to them in
+ * place (an ESP transform, a checksum fixup) copies them first.
  */
 int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
@@ -168,6 +172,7 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			return -EMSGSIZE;
 		get_page(page);
 		skb_fill_page_desc(skb, nr, page, offset, chunk);
+		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
 		skb->len += chunk;
 		skb->data_len += chunk;
 		skb->truesize += chunk;
@@ -175,12 +180,19 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 	return 0;
 }
 
-static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access)
+/* @gfp: GFP_KERNEL_ACCOUNT for a user's MR (its memory cgroup pays). */
+static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access,
+				    gfp_t gfp)
 {
-	struct metaroce_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	struct metaroce_mr *mr;
 
-	if (!mr)
+	if (metaroce_obj_charge(mdev, METAROCE_OBJ_MR))
 		return NULL;
+	mr = kzalloc(sizeof(*mr), gfp);
+	if (!mr) {
+		metaroce_obj_uncharge(mdev, METAROCE_OBJ_MR);
+		return NULL;
+	}
 	mr->mdev = mdev;
 	mr->access = access;
 	refcount_set(&mr->ref, 1);
@@ -207,7 +219,8 @@ static int mr_publish(struct metaroce_mr *mr)
 
 struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access)
 {
-	struct metaroce_mr *mr = mr_alloc(to_mdev(ibpd->device), access);
+	struct metaroce_dev *mdev = to_mdev(ibpd->device);
+	struct metaroce_mr *mr = mr_alloc(mdev, access, GFP_KERNEL);
 	int err;
 
 	if (!mr)
@@ -217,6 +230,7 @@ struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access)
 	err = mr_publish(mr);
 	if (err) {
 		kfree(mr);
+		metaroce_obj_uncharge(mdev, METAROCE_OBJ_MR);
 		return ERR_PTR(err);
 	}
 	return &mr->ibmr;
@@ -228,8 +242,10 @@ static int mr_pin_pages(struct metaroce_mr *mr)
 	unsigned long i = 0;
 
 	mr->npages = ib_umem_num_pages(mr->umem);
+	/* One pointer per page: 2 MiB for each GiB the user pins. */
 	mr->pages = kvcalloc(max(mr->npages, 1UL), sizeof(*mr->pages),
-			     GFP_KERNEL);
+			     GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+			     __GFP_NOWARN);
 	if (!mr->pages)
 		return -ENOMEM;
 	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &iter, 0) {
@@ -251,7 +267,7 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (length > METAROCE_MAX_MR_SIZE)
 		return ERR_PTR(-EINVAL);
 
-	mr = mr_alloc(mdev, access);
+	mr = mr_alloc(mdev, access, GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->iova = iova;
@@ -273,6 +289,7 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 err_free:
 	mr_release_work(&mr->release_work);
+	metaroce_obj_uncharge(mdev, METAROCE_OBJ_MR);
 	return ERR_PTR(err);
 }
 
@@ -282,6 +299,7 @@ int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 
 	/* New lookups fail; work requests in flight keep their reference. */
 	xa_erase(&mr->mdev->mrs, ibmr->lkey >> 8);
+	metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
 	metaroce_mr_put(mr);
 	return 0;
 }

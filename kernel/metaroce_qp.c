@@ -59,11 +59,11 @@ static int create_queues(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 	int err;
 
 	err = metaroce_queue_init(&qp->sq, max(cap->max_send_wr, 1U),
-				  send_wqe_size(cap));
+				  send_wqe_size(cap), !!udata);
 	if (err)
 		return err;
 	err = metaroce_queue_init(&qp->rq, max(cap->max_recv_wr, 1U),
-				  recv_wqe_size(cap));
+				  recv_wqe_size(cap), !!udata);
 	if (err)
 		goto err_sq;
 
@@ -135,6 +135,9 @@ int metaroce_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return err;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	err = metaroce_obj_charge(mdev, METAROCE_OBJ_QP);
+	if (err)
+		return err;
 
 	qp->mdev = mdev;
 	qp->is_user = !!udata;
@@ -154,7 +157,7 @@ int metaroce_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	err = alloc_qpn(mdev, qp, init->qp_type);
 	if (err)
-		return err;
+		goto err_uncharge;
 	err = create_queues(qp, init, udata, &resp);
 	if (err)
 		goto err_qpn;
@@ -177,6 +180,8 @@ err_queues:
 	metaroce_queue_cleanup(&qp->sq);
 err_qpn:
 	xa_erase(&mdev->qps, ibqp->qp_num);
+err_uncharge:
+	metaroce_obj_uncharge(mdev, METAROCE_OBJ_QP);
 	return err;
 }
 
@@ -390,5 +395,6 @@ int metaroce_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	metaroce_queue_cleanup(&qp->sq);
 	rdma_destroy_ah_attr(&qp->attr.ah_attr);
 	mutex_destroy(&qp->modify_lock);
+	metaroce_obj_uncharge(mdev, METAROCE_OBJ_QP);
 	return 0;
 }

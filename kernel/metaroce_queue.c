@@ -11,22 +11,68 @@
 #include "metaroce_queue.h"
 #include "metaroce_loc.h"
 
-int metaroce_queue_init(struct metaroce_queue *q, u32 min_slots,
-			u32 min_slot_size)
+/*
+ * Zeroed memory that remap_vmalloc_range() can map (VM_USERMAP), charged
+ * to the current memory cgroup. vmalloc_user() would do, but charges
+ * nobody. Failing is better than waking the OOM killer for a user that
+ * asked for too much. vfree() releases it: VM_MAP_PUT_PAGES hands the
+ * pages and their array over to the mapping.
+ */
+static void *alloc_accounted_user(size_t size)
 {
-	u32 num_slots = roundup_pow_of_two(max(min_slots, 1U));
-	u32 slot_size = roundup_pow_of_two(min_slot_size);
-	size_t size = METAROCE_QUEUE_HDR_SIZE + (size_t)num_slots * slot_size;
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+			  __GFP_NOWARN;
+	unsigned int i, n = size >> PAGE_SHIFT;
+	struct page **pages;
+	void *addr;
+
+	pages = kvmalloc_array(n, sizeof(*pages), gfp);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = alloc_page(gfp | __GFP_ZERO);
+		if (!pages[i])
+			goto err;
+	}
+	addr = vmap(pages, n, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES,
+		    PAGE_KERNEL);
+	if (addr)
+		return addr;
+err:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
+}
+
+/*
+ * A ring of at least @min_slots slots of at least @min_slot_size bytes.
+ * @user: mapped by a user process, whose memory cgroup pays for it.
+ */
+int metaroce_queue_init(struct metaroce_queue *q, u32 min_slots,
+			u32 min_slot_size, bool user)
+{
+	u32 num_slots, slot_size;
+	size_t size;
 
 	memset(q, 0, sizeof(*q));
-	/* vmalloc_user zeroes the memory and makes it mappable. */
-	q->hdr = vmalloc_user(PAGE_ALIGN(size));
+	/* Callers check their limits; these keep the arithmetic in range. */
+	if (min_slots > METAROCE_QUEUE_MAX_SLOTS || !min_slot_size ||
+	    min_slot_size > PAGE_SIZE)
+		return -EINVAL;
+	num_slots = roundup_pow_of_two(max(min_slots, 1U));
+	slot_size = roundup_pow_of_two(min_slot_size);
+	size = PAGE_ALIGN(METAROCE_QUEUE_HDR_SIZE +
+			  (size_t)num_slots * slot_size);
+
+	/* Both zero the memory and make it mappable. */
+	q->hdr = user ? alloc_accounted_user(size) : vmalloc_user(size);
 	if (!q->hdr)
 		return -ENOMEM;
 	q->slots = (void *)q->hdr + METAROCE_QUEUE_HDR_SIZE;
 	q->num_slots = num_slots;
 	q->slot_size = slot_size;
-	q->size = PAGE_ALIGN(size);
+	q->size = size;
 	return 0;
 }
 
@@ -56,7 +102,7 @@ int metaroce_queue_expose(struct metaroce_queue *q, struct ib_ucontext *uctx,
 	struct metaroce_mmap_entry *entry;
 	int err;
 
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
 	if (!entry)
 		return -ENOMEM;
 	entry->addr = q->hdr;

@@ -26,8 +26,11 @@ struct metaroce_queue {
 	struct rdma_user_mmap_entry *mmap_entry;	/* user queues only */
 };
 
+/* More than any queue has (METAROCE_MAX_CQE, METAROCE_MAX_QP_WR). */
+#define METAROCE_QUEUE_MAX_SLOTS	BIT(20)
+
 int metaroce_queue_init(struct metaroce_queue *q, u32 min_slots,
-			u32 min_slot_size);
+			u32 min_slot_size, bool user);
 void metaroce_queue_cleanup(struct metaroce_queue *q);
 int metaroce_queue_expose(struct metaroce_queue *q, struct ib_ucontext *uctx,
 			  struct metaroce_queue_info *info);

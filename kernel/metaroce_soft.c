@@ -109,16 +109,23 @@ static void soft_tx_work(struct work_struct *work)
 
 static int soft_qp_create(struct metaroce_qp *qp)
 {
+	/*
+	 * A user's QP is charged to its memory cgroup: at the largest sizes
+	 * the copies of the WQEs take some 15 MiB, which had better fail
+	 * than wake the OOM killer.
+	 */
+	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+				  __GFP_NOWARN : GFP_KERNEL;
 	struct metaroce_soft_qp *sqp;
 
-	sqp = kzalloc(sizeof(*sqp), GFP_KERNEL);
+	sqp = kzalloc(sizeof(*sqp), gfp);
 	if (!sqp)
 		return -ENOMEM;
 	sqp->qp = qp;
 	sqp->req.swqes = kvcalloc(qp->sq.num_slots, sizeof(*sqp->req.swqes),
-				  GFP_KERNEL);
+				  gfp);
 	sqp->resp.rwqes = kvcalloc(qp->rq.num_slots, sizeof(*sqp->resp.rwqes),
-				   GFP_KERNEL);
+				   gfp);
 	if (!sqp->req.swqes || !sqp->resp.rwqes)
 		goto err;
 	if (qp->ibqp.qp_type == IB_QPT_RC)

@@ -99,11 +99,12 @@ static void metaroce_dealloc_ucontext(struct ib_ucontext *ibuc)
 
 static int metaroce_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	return 0;
+	return metaroce_obj_charge(to_mdev(ibpd->device), METAROCE_OBJ_PD);
 }
 
 static int metaroce_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	metaroce_obj_uncharge(to_mdev(ibpd->device), METAROCE_OBJ_PD);
 	return 0;
 }
 

@@ -30,6 +30,8 @@ SUITES=(
 	"interop:1:0:selftests/metaroce/interop.sh"
 	"compliance:1:0:selftests/metaroce/compliance.sh"
 	"loss:1:0:selftests/metaroce/loss.sh"
+	"limits:1:0:selftests/metaroce/limits.sh"
+	"xfrm:1:0:selftests/metaroce/xfrm.sh"
 )
 
 installed=

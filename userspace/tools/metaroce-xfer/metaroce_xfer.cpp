@@ -10,8 +10,10 @@
 // with immediate i; the server checks the slot and returns a credit.
 // SEND: the same with SENDs into posted receives. READ: the client reads
 // the server's slots (each holding pattern(slot)) into poisoned buffers and
-// checks them. Exit status 0 only if every byte of every message matched
-// and every work request completed successfully.
+// checks them. Either way the sending side checks afterwards that its
+// source buffers are unchanged (packets carry their pages, and nothing on
+// the way may write to them). Exit status 0 only if every byte of every
+// message matched and every work request completed successfully.
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
@@ -261,9 +263,16 @@ class Xfer {
 
     int run_server(Socket& sock) {
         if (o_.op == "read") {
-            // Passive: wait until the client says it is done.
+            // Passive: wait until the client says it is done. The READ
+            // responses carried our slots' pages: they must be as they were.
             char c;
             sock.recv_all(&c, 1);
+            for (uint32_t s = 0; s < o_.depth; s++) {
+                long long bad = check_pattern(slot(s), o_.size, s, scratch_);
+                if (bad >= 0)
+                    return fail("read source " + std::to_string(s) + " changed at byte " +
+                                std::to_string(bad));
+            }
             return 0;
         }
         uint64_t received = 0;
@@ -324,6 +333,13 @@ class Xfer {
                 if (bad >= 0)
                     return fail("read " + std::to_string(i) + " wrong at byte " + std::to_string(bad));
                 credits++;
+            } else {
+                // The packets carried the slot's pages: sending must not change them.
+                uint64_t i = wc.wr_id;
+                long long bad = check_pattern(slot(i % o_.depth), o_.size, i, scratch_);
+                if (bad >= 0)
+                    return fail("source of " + std::to_string(i) + " changed at byte " +
+                                std::to_string(bad));
             }
         }
         double secs = std::chrono::duration<double>(Clock::now() - start).count();
