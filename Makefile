@@ -65,6 +65,13 @@ check-host: userspace
 check-vm: all
 	selftests/run.sh $(TEST_FLAGS)
 
+# The VM suites on the debug kernel (KASAN, lockdep, kmemleak, ...).
+debug-kernel:
+	scripts/debug-kernel.sh build
+
+check-vm-debug: all debug-kernel
+	selftests/run.sh --debug-kernel $(TEST_FLAGS)
+
 run: deps all
 	scripts/run-write-bw.sh $(TEST_FLAGS)
 
@@ -77,4 +84,4 @@ clean:
 	rm -rf $(BUILD)
 
 .PHONY: all deps kernel userspace ebpf install uninstall check check-host \
-	check-vm run bench clean
+	check-vm check-vm-debug debug-kernel run bench clean

@@ -80,10 +80,9 @@ check_config() {
 	return "$bad"
 }
 
-build() {
-	local out=$1 src=$1/src tmp
-	install_build_deps
-	[[ -r $TARBALL ]] || die "$TARBALL missing (apt-get install $SOURCE_PKG)"
+# Unpacks and configures the source in OUT/src (OUT/configured marks it).
+configure() {
+	local out=$1 src=$1/src
 	rm -rf "$out"
 	mkdir -p "$out"
 	echo "debug-kernel: unpacking $TARBALL" >&2
@@ -99,6 +98,16 @@ build() {
 		make -s olddefconfig
 	) >&2
 	check_config "$src/.config" || die "the configuration did not take"
+	touch "$out/configured"
+}
+
+# A build that was stopped half way (the key names its inputs) goes on
+# where it stopped: make is incremental.
+build() {
+	local out=$1 src=$1/src tmp
+	install_build_deps
+	[[ -r $TARBALL ]] || die "$TARBALL missing (apt-get install $SOURCE_PKG)"
+	[[ -f $out/configured ]] || configure "$out"
 	echo "debug-kernel: building (log: $out/build.log)" >&2
 	if ! make -C "$src" -j "$(nproc)" vmlinux modules \
 		>"$out/build.log" 2>&1; then

@@ -3,16 +3,16 @@
 # summary line "N passed, N failed". Each suite is a TAP script in
 # selftests/metaroce/; its VM topology is given below.
 #
-#   selftests/run.sh [--installed] [--distro-kernel] [SUITE...]
+#   selftests/run.sh [--installed] [--debug-kernel] [SUITE...]
 #
 # By default the module and the provider come from the build tree (make);
 # --installed tests what "make install" put on the host (modprobe metaroce,
 # the provider in /etc/libibverbs.d).
 #
-# The VMs boot the debug kernel (scripts/debug-kernel.sh: KASAN, KFENCE,
-# UBSAN, lockdep, kmemleak, ...; built once and cached), with the module
-# built for it (scripts/build-for-kernel.sh); --distro-kernel (or
-# VM_KERNEL=distro) boots Debian's kernel instead, as the bench does.
+# The VMs boot Debian's kernel. --debug-kernel (or VM_KERNEL=debug) boots
+# the debug kernel instead (scripts/debug-kernel.sh: KASAN, KFENCE, UBSAN,
+# lockdep, kmemleak, ...; built once, about an hour on 2 cores, and cached),
+# with the module built for it (scripts/build-for-kernel.sh).
 set -uo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,13 +35,13 @@ SUITES=(
 )
 
 installed=
-distro=
-[[ ${VM_KERNEL:-debug} == distro ]] && distro=1
+distro=1
+[[ ${VM_KERNEL:-distro} == debug ]] && distro=
 selected=()
 for arg in "$@"; do
 	case $arg in
 	--installed) installed=1 ;;
-	--distro-kernel) distro=1 ;;
+	--debug-kernel) distro= ;;
 	-h | --help)
 		sed -n '2,10p' "$0"
 		exit 0
