@@ -52,6 +52,7 @@ int self_test() {
     check(known > 0, "without --avoid-known the known bugs are reached");
     PacketGen g3(42, {true});
     Target c = a;
+    c.rq_psn = 0xfffff8;
     std::size_t reached = 0;
     bool wrapped = false;
     for (int i = 0; i < 20000; ++i) {
