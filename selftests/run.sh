@@ -25,6 +25,7 @@ SUITES=(
 	"interop:1:0:selftests/metaroce/interop.sh"
 	"compliance:1:0:selftests/metaroce/compliance.sh"
 	"loss:1:0:selftests/metaroce/loss.sh"
+	"fuzz:1:0:selftests/metaroce/fuzz.sh"
 )
 
 installed=
@@ -45,6 +46,8 @@ if [[ -z $installed ]]; then
 	vm_env+=(--env "METAROCE_KO=$TOP/kernel/metaroce.ko"
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
 fi
+# The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600 for a long run.
+for v in FUZZ_SECONDS FUZZ_SEED FUZZ_KNOWN FUZZ_RATE; do [[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}"); done
 
 passed=0
 failed=0

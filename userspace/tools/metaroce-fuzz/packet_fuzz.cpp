@@ -75,6 +75,7 @@ class PacketRun {
     std::vector<Target> unconnected_;
     std::uint32_t next_fake_ = 0xf00000;
     std::uint64_t step_ = 0;
+    bool listed_once_ = false;
     std::map<KnownBug, std::uint64_t> known_sent_;
     std::uint64_t valid_sent_ = 0, sent_ = 0, recreated_ = 0, learned_ = 0;
 };
@@ -185,6 +186,10 @@ void PacketRun::tend(OwnQp& q, std::size_t slot) {
 void PacketRun::refresh_transfers() {
     dog_.step("rdma res show qp", step_);
     const auto qps = list_qps();
+    if (!listed_once_) {
+        std::printf("# rdma res show qp lists %zu QPs\n", qps.size());
+        listed_once_ = true;
+    }
     std::vector<Target> found;
     std::uint32_t highest = 0;
     for (const QpInfo& q : qps) {

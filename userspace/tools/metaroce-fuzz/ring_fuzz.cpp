@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -593,21 +594,30 @@ void RingRun::step_once() {
 bool RingRun::liveness() {
     close_all();
     open_all();
-    const auto data = tools::pattern(4096, o_.seed);
-    std::memcpy(buf_a_->data(), data.data(), data.size());
-    std::memset(buf_b_->data(), 0, 4096);
-    post_send(a_, IBV_WR_RDMA_WRITE, 77, 0, 4096, IBV_SEND_SIGNALED);
-    // The WRITE lands at the same offset of B's buffer; wait for it there.
-    bool placed = false;
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    dog_.step("liveness: wait for the WRITE", step_);
-    while (Clock::now() < deadline && !placed) {
-        placed = std::memcmp(buf_b_->data(), data.data(), data.size()) == 0;
+    // Let the marker SENDs of open_all() land first; the WRITE goes where no receive is.
+    dog_.step("liveness: settle", step_);
+    for (int i = 0; i < 20; ++i) {
         poll_all();
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::printf("# liveness: a WRITE between fresh QPs %s\n", placed ? "arrived intact" : "did NOT arrive");
-    return placed;
+    constexpr std::uint32_t kAt = kBuf / 2;
+    const auto data = tools::pattern(4096, o_.seed);
+    std::memcpy(buf_a_->data() + kAt, data.data(), data.size());
+    std::memset(buf_b_->data() + kAt, 0, data.size());
+    const bool posted = post_send(a_, IBV_WR_RDMA_WRITE, 77, kAt, 4096, IBV_SEND_SIGNALED);
+    bool placed = false;
+    std::optional<ibv_wc> wc;
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    dog_.step("liveness: wait for the WRITE", step_);
+    while (posted && Clock::now() < deadline && !(placed && wc)) {
+        placed = placed || std::memcmp(buf_b_->data() + kAt, data.data(), data.size()) == 0;
+        if (!wc) wc = tools::poll_one(cq_a_.cq, 10);
+        if (wc && wc->wr_id != 77) wc.reset();  // a marker's
+    }
+    std::printf("# liveness: a WRITE between fresh QPs %s, its completion %s\n",
+                placed ? "arrived intact" : "did NOT arrive",
+                !posted ? "(not posted)" : wc ? tools::wc_status_name(wc->status) : "missing");
+    return placed && wc && wc->status == IBV_WC_SUCCESS;
 }
 
 int RingRun::run() {
