@@ -8,14 +8,17 @@
 #      window and at unconnected QPNs; a "protected" transfer's QPs only get packets from the
 #      wrong address or QPN and must complete with correct data;
 #   2. the same from an unprivileged process in ns1, over loopback, attacking a loopback
-#      transfer on mr1 (the mr1-mr2 transfer is protected: it cannot be reached from there);
+#      transfer on mr1 (the mr1-mr2 transfer is protected: it cannot be reached from there).
+#      Such a process does not see other users' QPs in the RDMA netlink: the suite hands it
+#      the loopback transfer's QPNs and first PSNs (--target); it also guesses QPNs below
+#      its own (they are allocated in sequence);
 #   3. metaroce-fuzz rings, as an unprivileged user, rewrites its own mmap'd rings while
 #      root's transfer runs on the same device: the transfer must pass, the fuzzer end.
 # An attacked transfer may fail, as in-window garbage from its peer's address makes it fail
 # (QP error, a completion error, forged data: exit status 1, docs/fuzzing.md), never hang
 # past its timeout or crash; every test fails on a kernel report in dmesg.
 #
-#   FUZZ_SECONDS        seconds per fuzzer run (default 25; CI keeps the suite near 2-3 min)
+#   FUZZ_SECONDS        seconds per fuzzer run (default 20; CI keeps the suite near 2-3 min)
 #   FUZZ_SEED           seed of every run (default: fixed per test, so CI is repeatable;
 #                       "random" for a new one each run; the seed is always printed)
 #   FUZZ_KNOWN=1        let the fuzzers produce the inputs of the known bugs (findings 1-3
@@ -31,12 +34,12 @@ FUZZ=$TOOLS_DIR/metaroce-fuzz/metaroce-fuzz
 XFER=$TOOLS_DIR/metaroce-xfer/metaroce-xfer
 [[ -x $FUZZ ]] || FUZZ=$(command -v metaroce-fuzz)
 [[ -x $XFER ]] || XFER=$(command -v metaroce-xfer)
-SECONDS_PER_RUN=${FUZZ_SECONDS:-25}
+SECONDS_PER_RUN=${FUZZ_SECONDS:-20}
 RATE=${FUZZ_RATE:-800}
 KNOWN=()
 [[ ${FUZZ_KNOWN:-0} == 1 ]] || KNOWN=(--avoid-known)
 # The transfers outlast the fuzzer; their own timeout bounds a stall.
-XFER_SECONDS=$((SECONDS_PER_RUN + 30))
+XFER_SECONDS=$((SECONDS_PER_RUN + 20))
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
 
 seed_for() {
@@ -105,6 +108,17 @@ wait_qps() {
 	done
 }
 
+# qp_targets PID...: --target options for the RC QPs of these processes on mr1 (root sees
+# them in the RDMA netlink; an unprivileged process sees only its own).
+qp_targets() {
+	local pid
+	for pid in "$@"; do
+		rdma -j -d res show qp | jq -r --argjson pid "$pid" '.[] |
+			select(.pid == $pid and .ifname == "mr1" and .type == "RC") |
+			"--target=\(.lqpn):\(.rqpn):\(."rq-psn"):\(."sq-psn")"'
+	done
+}
+
 fuzz_from_netns() {
 	local seed rc=0
 	seed=$(seed_for 0x5eed0001)
@@ -122,16 +136,17 @@ fuzz_from_netns() {
 }
 
 fuzz_unprivileged_loopback() {
-	local seed rc=0
+	local seed rc=0 targets
 	seed=$(seed_for 0x5eed0002)
 	xfer_start prot 19201 read ns1 mr1 ns2 mr2 10.0.0.1
 	xfer_start loop 19202 write ns1 mr1 ns1 mr1 10.0.0.1
 	wait_qps "$XFER_PID_prot" "$XFER_PID_loop" "$XFER_CPID_loop"
+	mapfile -t targets < <(qp_targets "$XFER_PID_loop" "$XFER_CPID_loop")
+	echo "loopback transfer's QPs: ${targets[*]}"
 	# ulimit first (as root): the fuzzer registers memory without CAP_IPC_LOCK.
 	ulimit -l unlimited
 	timeout -k 5 $((SECONDS_PER_RUN + 90)) ip netns exec ns1 "${NOBODY[@]}" "$FUZZ" packets \
-		-d mr1 --dut-ip 10.0.0.1 --local 10.0.0.1 --attack-pid "$XFER_PID_loop" \
-		--attack-pid "$XFER_CPID_loop" --protect-pid "$XFER_PID_prot" \
+		-d mr1 --dut-ip 10.0.0.1 --local 10.0.0.1 "${targets[@]}" \
 		--seconds "$SECONDS_PER_RUN" --rate "$RATE" --seed "$seed" "${KNOWN[@]}" || rc=$?
 	echo "metaroce-fuzz exit $rc (seed $seed)"
 	xfer_wait prot protected || rc=1

@@ -7,6 +7,11 @@
 
 namespace metaroce::fuzz {
 
+// A QP to attack given on the command line (what rdma res show qp would say).
+struct TargetHint {
+    std::uint32_t dqpn = 0, sqpn = 0, rq_psn = 0, sq_psn = 0;
+};
+
 struct Options {
     std::string mode;            // "packets" or "rings"
     std::string device;          // the device under test (mr1)
@@ -27,6 +32,7 @@ struct Options {
     int own_qps = 4;             // QPs the fuzzer opens and connects to peers it plays
     std::vector<int> attack_pids;   // transfers whose QPs it may spoof in their window
     std::vector<int> protect_pids;  // transfers whose QPs must survive (never spoofed)
+    std::vector<TargetHint> targets;  // --target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]
     int rate = 1500;             // packets per second at most
 };
 

@@ -1,7 +1,8 @@
 // metaroce-fuzz: the packet fuzzer and the hostile-process (ring) fuzzer (docs/fuzzing.md).
 //
 //   metaroce-fuzz packets -d DEV --dut-ip IP --local IP [--alt-ip IP] [--netns NS]
-//                 [--attack-pid PID]... [--protect-pid PID]... [--qps N] [--rate PPS]
+//                 [--attack-pid PID]... [--protect-pid PID]... [--target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]...
+//                 [--qps N] [--rate PPS]
 //   metaroce-fuzz rings -d DEV --dut-ip IP
 //   common: [--seed S] [--seconds N | --count N] [--avoid-known] [--watchdog S]
 //           [--verbose-from STEP] [--progress N]
@@ -87,7 +88,8 @@ namespace {
 [[noreturn]] void usage() {
     std::fprintf(stderr,
                  "usage: metaroce-fuzz packets|rings -d DEV --dut-ip IP [--local IP] [--alt-ip IP]\n"
-                 "         [--netns NS] [--attack-pid PID]... [--protect-pid PID]... [--qps N]\n"
+                 "         [--netns NS] [--attack-pid PID]... [--protect-pid PID]...\n"
+                 "         [--target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]... [--qps N]\n"
                  "         [--rate PPS] [--mtu BYTES] [--seed S] [--seconds N | --count N]\n"
                  "         [--avoid-known] [--watchdog S] [--verbose-from STEP] [--progress N]\n"
                  "       metaroce-fuzz --self-test\n");
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
         {"netns", required_argument, nullptr, 'n'},
         {"attack-pid", required_argument, nullptr, 'A'},
         {"protect-pid", required_argument, nullptr, 'P'},
+        {"target", required_argument, nullptr, 'T'},
         {"qps", required_argument, nullptr, 'q'},
         {"rate", required_argument, nullptr, 'r'},
         {"mtu", required_argument, nullptr, 'm'},
@@ -136,6 +139,21 @@ int main(int argc, char** argv) {
             case 'n': o.netns = optarg; break;
             case 'A': o.attack_pids.push_back(std::atoi(optarg)); break;
             case 'P': o.protect_pids.push_back(std::atoi(optarg)); break;
+            case 'T': {
+                metaroce::fuzz::TargetHint h;
+                unsigned long v[4] = {};
+                char* p = optarg;
+                for (int i = 0; i < 4 && *p; ++i) {
+                    v[i] = std::strtoul(p, &p, 0);
+                    if (*p == ':') ++p;
+                }
+                h.dqpn = static_cast<std::uint32_t>(v[0]);
+                h.sqpn = static_cast<std::uint32_t>(v[1]);
+                h.rq_psn = static_cast<std::uint32_t>(v[2]);
+                h.sq_psn = static_cast<std::uint32_t>(v[3]);
+                o.targets.push_back(h);
+                break;
+            }
             case 'q': o.own_qps = std::max(1, std::atoi(optarg)); break;
             case 'r': o.rate = std::atoi(optarg); break;
             case 'm': o.mtu = static_cast<std::uint32_t>(std::strtoul(optarg, nullptr, 0)); break;

@@ -124,8 +124,8 @@ std::unique_ptr<OwnQp> PacketRun::open_own(bool requester_work) {
     p.dgid = *tools::gid_of_ip(o_.local_ip);
     p.sgid_index = sgid_index_;
     p.mtu = o_.mtu;
-    p.timeout = 12;  // 16 ms: requests to the peer we do not play fail soon, and are renewed
-    p.retry_cnt = 3;
+    p.timeout = 16;  // 268 ms: requests to the peer we do not play fail in a few seconds
+    p.retry_cnt = 7;
     p.rnr_retry = 3;
     p.min_rnr_timer = 1;
     dog_.step("connect an own QP", step_);
@@ -211,6 +211,20 @@ void PacketRun::refresh_transfers() {
         }
         found.push_back(t);
     }
+    for (const TargetHint& h : o_.targets) {
+        Target t;
+        t.kind = Target::Kind::Transfer;
+        t.dqpn = h.dqpn;
+        t.sqpn = h.sqpn;
+        t.rq_psn = h.rq_psn;
+        t.sq_psn = h.sq_psn;
+        t.seg = segment_size(o_.mtu);
+        for (const Target& old : transfers_) {
+            if (old.dqpn == t.dqpn && old.sqpn == t.sqpn) t = old;
+        }
+        found.push_back(t);
+        highest = std::max(highest, h.dqpn);
+    }
     if (found.size() != transfers_.size())
         std::printf("# %.1f s: %zu transfer QPs on %s (%zu to attack)\n", uptime_s(), found.size(),
                     o_.device.c_str(),
@@ -227,6 +241,22 @@ void PacketRun::refresh_transfers() {
         t.rq_psn = gen_.rng().u32() & kPsnMask;
         t.seg = segment_size(o_.mtu);
         unconnected_.push_back(t);
+    }
+    // QPNs are handed out in sequence: the ones just below ours may be someone's, connected
+    // to a neighbour (a guesser's targets; their PSNs are not known).
+    for (const auto& q : own_) {
+        for (std::uint32_t d = 1; d <= 4; ++d) {
+            Target t;
+            t.dqpn = (q->t.dqpn - d) & 0xffffff;
+            const bool is_protected = std::any_of(transfers_.begin(), transfers_.end(), [&](const Target& x) {
+                return x.kind == Target::Kind::Protected && x.dqpn == t.dqpn;
+            });
+            if (is_protected) continue;
+            t.sqpn = (t.dqpn + (gen_.rng().chance(50) ? 1 : 0xffffff)) & 0xffffff;
+            t.rq_psn = gen_.rng().u32() & kPsnMask;
+            t.seg = segment_size(o_.mtu);
+            unconnected_.push_back(t);
+        }
     }
 }
 
