@@ -225,6 +225,37 @@ Shot PacketGen::data_packet(Target& t) {
                 "data " + std::string(to_string(p.bth.opcode))};
 }
 
+// A SEND (or, at the send PSNs, a READ response) that passes every header check the receive
+// path makes before it places data: at the window start, the expected MSN, one segment of
+// payload at a segment-aligned offset, a message length the offset and payload add up to, but
+// with the offset at an edge (near 2^32, near 2^64, wrapping 2^64, past the receive).
+Shot PacketGen::edge_placement(Target& t) {
+    const bool resp = rng_.chance(25);
+    const std::uint64_t seg = t.seg;
+    Packet p;
+    p.bth.opcode = resp ? Opcode::ReadResponse : Opcode::Send;
+    p.bth.flags = rng_.pick<std::uint8_t>({flag::kFirst | flag::kLast, flag::kLast, 0, flag::kFirst});
+    p.bth.dqpn = t.dqpn;
+    p.bth.sqpn = t.sqpn;
+    p.bth.psn = resp ? psn_add(t.sq_psn, rng_.range(0, 3)) : t.rq_psn;
+    std::uint64_t addr;
+    switch (rng_.below(4)) {
+        case 0: addr = 0xffffffff00000000ull | (k2p32 - k2p32 % seg); break;  // end wraps 2^64
+        case 1: addr = k2p32 - k2p32 % seg - seg; break;                      // end just below 2^32
+        case 2: addr = seg * (1 + rng_.below(8)); break;                      // past the receive
+        default: addr = (rng_.next() / seg) * seg; break;
+    }
+    Deth d;
+    d.addr = addr;
+    d.msn = t.msn;
+    const std::uint64_t end = addr + seg;
+    d.msg_len = end <= 0xffffffffull ? static_cast<std::uint32_t>(end) : static_cast<std::uint32_t>(seg);
+    p.ext = d;
+    p.payload = payload(static_cast<std::uint32_t>(seg));
+    return Shot{encode(p), 0, false, false, KnownBug::None,
+                std::string("edge placement ") + (resp ? "READ_RESP" : "SEND")};
+}
+
 Shot PacketGen::read_request(Target& t) {
     Packet p;
     p.bth.opcode = Opcode::ReadRequest;
@@ -322,7 +353,9 @@ Shot PacketGen::next(Target& t) {
             s.what += ": " + describe_bytes(s.bytes);
             return s;
         }
-        if (roll < 55) {
+        if (roll < 30) {
+            s = edge_placement(t);
+        } else if (roll < 55) {
             s = data_packet(t);
         } else if (roll < 70) {
             s = read_request(t);

@@ -81,6 +81,7 @@ class PacketGen {
     Shot valid_write(Target& t);
     Shot valid_send(Target& t);
     Shot data_packet(Target& t);
+    Shot edge_placement(Target& t);
     Shot read_request(Target& t);
     Shot ack(Target& t);
     void damage(Shot& s);

@@ -471,7 +471,9 @@ void RingRun::race_rq_flush() {
     std::atomic<bool> stop{false};
     std::thread racer([&] {
         auto* p = &q.rq.hdr()->producer;
-        const auto until = Clock::now() + std::chrono::seconds(2);
+        // Until the modify returns: with the bug, it does not (a soft lockup), and the
+        // watchdog ends the process.
+        const auto until = Clock::now() + std::chrono::seconds(o_.watchdog_s + 10);
         while (!stop && Clock::now() < until) __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
     });
     ibv_qp_attr at{};
