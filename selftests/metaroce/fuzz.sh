@@ -24,6 +24,8 @@
 #   FUZZ_KNOWN=1        let the fuzzers produce the inputs of the known bugs (findings 1-3
 #                       of issue 13); by default they avoid them until their fixes land
 #   FUZZ_RATE           packets per second (default 800)
+#   FUZZ_ONLY           run only these of netns, loopback, rings (e.g. FUZZ_ONLY=rings)
+#   FUZZ_VERBOSE_FROM   log every packet / ring step from this step on (reproducing a crash)
 #   METAROCE_TOOLS_DIR  where the tools were built (default build/userspace/tools)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
@@ -38,6 +40,7 @@ SECONDS_PER_RUN=${FUZZ_SECONDS:-20}
 RATE=${FUZZ_RATE:-800}
 KNOWN=()
 [[ ${FUZZ_KNOWN:-0} == 1 ]] || KNOWN=(--avoid-known)
+[[ -z ${FUZZ_VERBOSE_FROM:-} ]] || KNOWN+=(--verbose-from "$FUZZ_VERBOSE_FROM")
 # The transfers outlast the fuzzer; their own timeout bounds a stall.
 XFER_SECONDS=$((SECONDS_PER_RUN + 20))
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
@@ -119,8 +122,14 @@ qp_targets() {
 	done
 }
 
+# selected NAME: whether FUZZ_ONLY lets test NAME run.
+selected() {
+	[[ -z ${FUZZ_ONLY:-} || " $FUZZ_ONLY " == *" $1 "* ]] || tap_skip "not in FUZZ_ONLY"
+}
+
 fuzz_from_netns() {
 	local seed rc=0
+	selected netns
 	seed=$(seed_for 0x5eed0001)
 	xfer_start prot 19101 write ns1 mr1 ns2 mr2 10.0.0.1
 	xfer_start atk 19102 send ns1 mr1 ns2 mr2 10.0.0.1
@@ -137,6 +146,7 @@ fuzz_from_netns() {
 
 fuzz_unprivileged_loopback() {
 	local seed rc=0 targets
+	selected loopback
 	seed=$(seed_for 0x5eed0002)
 	xfer_start prot 19201 read ns1 mr1 ns2 mr2 10.0.0.1
 	xfer_start loop 19202 write ns1 mr1 ns1 mr1 10.0.0.1
@@ -156,6 +166,7 @@ fuzz_unprivileged_loopback() {
 
 fuzz_rings() {
 	local seed rc=0
+	selected rings
 	seed=$(seed_for 0x5eed0003)
 	xfer_start other 19301 write ns1 mr1 ns2 mr2 10.0.0.1
 	wait_qps "$XFER_PID_other"

@@ -1,7 +1,8 @@
 // metaroce-fuzz: the packet fuzzer and the hostile-process (ring) fuzzer (docs/fuzzing.md).
 //
 //   metaroce-fuzz packets -d DEV --dut-ip IP --local IP [--alt-ip IP] [--netns NS]
-//                 [--attack-pid PID]... [--protect-pid PID]... [--target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]...
+//                 [--attack-pid PID]... [--protect-pid PID]... [--target
+//                 DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]...
 //                 [--qps N] [--rate PPS]
 //   metaroce-fuzz rings -d DEV --dut-ip IP
 //   common: [--seed S] [--seconds N | --count N] [--avoid-known] [--watchdog S]
@@ -75,7 +76,8 @@ int self_test() {
         R"("rq-psn":5,"sq-psn":9,"path-mig-state":"MIGRATED","pdn":3,"pid":41001,"comm":"x"},)"
         R"({"ifindex":3,"ifname":"mr1","port":1,"lqpn":1,"type":"GSI","state":"RTS","sq-psn":0,"comm":"ib_core"}])");
     check(qps.size() == 2 && qps[0].lqpn == 17 && qps[0].rqpn == 18 && qps[0].rq_psn == 5 &&
-              qps[0].sq_psn == 9 && qps[0].pid == 41001 && qps[0].dev == "mr1" && qps[1].type == "GSI",
+              qps[0].sq_psn == 9 && qps[0].pid == 41001 && qps[0].dev == "mr1" &&
+              qps[1].type == "GSI",
           "rdma res show qp output is parsed");
     std::printf("# self-test: %d failed\n", failures);
     return failures ? 1 : 0;
@@ -86,13 +88,14 @@ int self_test() {
 namespace {
 
 [[noreturn]] void usage() {
-    std::fprintf(stderr,
-                 "usage: metaroce-fuzz packets|rings -d DEV --dut-ip IP [--local IP] [--alt-ip IP]\n"
-                 "         [--netns NS] [--attack-pid PID]... [--protect-pid PID]...\n"
-                 "         [--target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]... [--qps N]\n"
-                 "         [--rate PPS] [--mtu BYTES] [--seed S] [--seconds N | --count N]\n"
-                 "         [--avoid-known] [--watchdog S] [--verbose-from STEP] [--progress N]\n"
-                 "       metaroce-fuzz --self-test\n");
+    std::fprintf(
+        stderr,
+        "usage: metaroce-fuzz packets|rings -d DEV --dut-ip IP [--local IP] [--alt-ip IP]\n"
+        "         [--netns NS] [--attack-pid PID]... [--protect-pid PID]...\n"
+        "         [--target DQPN:SQPN[:RQ_PSN[:SQ_PSN]]]... [--qps N]\n"
+        "         [--rate PPS] [--mtu BYTES] [--seed S] [--seconds N | --count N]\n"
+        "         [--avoid-known] [--watchdog S] [--verbose-from STEP] [--progress N]\n"
+        "       metaroce-fuzz --self-test\n");
     std::exit(2);
 }
 
@@ -105,8 +108,8 @@ int main(int argc, char** argv) {
     Options o;
     o.mode = argv[1];
     if (o.mode != "packets" && o.mode != "rings") usage();
-    o.seed = static_cast<std::uint64_t>(
-        std::chrono::system_clock::now().time_since_epoch().count());
+    o.seed =
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
     static const option longopts[] = {
         {"device", required_argument, nullptr, 'd'},
         {"dut-ip", required_argument, nullptr, 'D'},
@@ -132,13 +135,27 @@ int main(int argc, char** argv) {
     optind = 2;
     while ((c = getopt_long(argc, argv, "d:", longopts, nullptr)) != -1) {
         switch (c) {
-            case 'd': o.device = optarg; break;
-            case 'D': o.dut_ip = optarg; break;
-            case 'l': o.local_ip = optarg; break;
-            case 'a': o.alt_ip = optarg; break;
-            case 'n': o.netns = optarg; break;
-            case 'A': o.attack_pids.push_back(std::atoi(optarg)); break;
-            case 'P': o.protect_pids.push_back(std::atoi(optarg)); break;
+            case 'd':
+                o.device = optarg;
+                break;
+            case 'D':
+                o.dut_ip = optarg;
+                break;
+            case 'l':
+                o.local_ip = optarg;
+                break;
+            case 'a':
+                o.alt_ip = optarg;
+                break;
+            case 'n':
+                o.netns = optarg;
+                break;
+            case 'A':
+                o.attack_pids.push_back(std::atoi(optarg));
+                break;
+            case 'P':
+                o.protect_pids.push_back(std::atoi(optarg));
+                break;
             case 'T': {
                 metaroce::fuzz::TargetHint h;
                 unsigned long v[4] = {};
@@ -154,17 +171,38 @@ int main(int argc, char** argv) {
                 o.targets.push_back(h);
                 break;
             }
-            case 'q': o.own_qps = std::max(1, std::atoi(optarg)); break;
-            case 'r': o.rate = std::atoi(optarg); break;
-            case 'm': o.mtu = static_cast<std::uint32_t>(std::strtoul(optarg, nullptr, 0)); break;
-            case 's': o.seed = std::strtoull(optarg, nullptr, 0); break;
-            case 't': o.seconds = std::atof(optarg); break;
-            case 'c': o.count = std::strtoull(optarg, nullptr, 0); break;
-            case 'k': o.avoid_known = true; break;
-            case 'w': o.watchdog_s = std::atoi(optarg); break;
-            case 'v': o.verbose_from = std::strtoull(optarg, nullptr, 0); break;
-            case 'p': o.progress_every = std::strtoull(optarg, nullptr, 0); break;
-            default: usage();
+            case 'q':
+                o.own_qps = std::max(1, std::atoi(optarg));
+                break;
+            case 'r':
+                o.rate = std::atoi(optarg);
+                break;
+            case 'm':
+                o.mtu = static_cast<std::uint32_t>(std::strtoul(optarg, nullptr, 0));
+                break;
+            case 's':
+                o.seed = std::strtoull(optarg, nullptr, 0);
+                break;
+            case 't':
+                o.seconds = std::atof(optarg);
+                break;
+            case 'c':
+                o.count = std::strtoull(optarg, nullptr, 0);
+                break;
+            case 'k':
+                o.avoid_known = true;
+                break;
+            case 'w':
+                o.watchdog_s = std::atoi(optarg);
+                break;
+            case 'v':
+                o.verbose_from = std::strtoull(optarg, nullptr, 0);
+                break;
+            case 'p':
+                o.progress_every = std::strtoull(optarg, nullptr, 0);
+                break;
+            default:
+                usage();
         }
     }
     if (o.device.empty() || o.dut_ip.empty()) usage();

@@ -17,8 +17,8 @@
 #include "fuzz.h"
 #include "packet_gen.h"
 #include "pattern.h"
-#include "softmetaroce/codec.h"
 #include "sniffer.h"
+#include "softmetaroce/codec.h"
 #include "udp.h"
 #include "verbs_util.h"
 #include "watchdog.h"
@@ -81,10 +81,7 @@ class PacketRun {
 };
 
 PacketRun::PacketRun(const Options& o)
-    : o_(o),
-      dog_(o.seed, o.watchdog_s),
-      gen_(o.seed, GenOptions{o.avoid_known}),
-      dev_(o.device) {
+    : o_(o), dog_(o.seed, o.watchdog_s), gen_(o.seed, GenOptions{o.avoid_known}), dev_(o.device) {
     const auto idx = dev_.gid_index_for(o.dut_ip);
     if (!idx) throw std::runtime_error("device " + o.device + " has no GID for " + o.dut_ip);
     sgid_index_ = *idx;
@@ -137,8 +134,10 @@ std::unique_ptr<OwnQp> PacketRun::open_own(bool requester_work) {
         const std::uint64_t a = q->local->addr();
         const std::uint32_t k = q->local->lkey();
         try {
-            q->qp->post_send(IBV_WR_RDMA_WRITE, 1, a, 3000, k, 0x10000, 0x1234, 0, IBV_SEND_SIGNALED);
-            q->qp->post_send(IBV_WR_RDMA_READ, 2, a + 4096, 5000, k, 0x20000, 0x1234, 0, IBV_SEND_SIGNALED);
+            q->qp->post_send(IBV_WR_RDMA_WRITE, 1, a, 3000, k, 0x10000, 0x1234, 0,
+                             IBV_SEND_SIGNALED);
+            q->qp->post_send(IBV_WR_RDMA_READ, 2, a + 4096, 5000, k, 0x20000, 0x1234, 0,
+                             IBV_SEND_SIGNALED);
             q->qp->post_send(IBV_WR_SEND, 3, a + 16384, 2000, k, 0, 0, 0, IBV_SEND_SIGNALED);
         } catch (const std::exception& e) {
             std::printf("# posting requester work: %s\n", e.what());
@@ -226,15 +225,17 @@ void PacketRun::refresh_transfers() {
         highest = std::max(highest, h.dqpn);
     }
     if (found.size() != transfers_.size())
-        std::printf("# %.1f s: %zu transfer QPs on %s (%zu to attack)\n", uptime_s(), found.size(),
-                    o_.device.c_str(),
-                    static_cast<std::size_t>(std::count_if(found.begin(), found.end(), [](const Target& t) {
-                        return t.kind == Target::Kind::Transfer;
-                    })));
+        std::printf(
+            "# %.1f s: %zu transfer QPs on %s (%zu to attack)\n", uptime_s(), found.size(),
+            o_.device.c_str(),
+            static_cast<std::size_t>(std::count_if(found.begin(), found.end(), [](const Target& t) {
+                return t.kind == Target::Kind::Transfer;
+            })));
     transfers_ = found;
     // Unconnected: the GSI QP, QPN 0, the top QPN, and the numbers just past the highest in use.
     unconnected_.clear();
-    for (std::uint32_t qpn : {0u, 1u, 0xffffffu, highest + 1, highest + 2, highest + 5, highest + 64}) {
+    for (std::uint32_t qpn :
+         {0u, 1u, 0xffffffu, highest + 1, highest + 2, highest + 5, highest + 64}) {
         Target t;
         t.dqpn = qpn & 0xffffff;
         t.sqpn = gen_.rng().u32() & 0xffffff;
@@ -248,9 +249,10 @@ void PacketRun::refresh_transfers() {
         for (std::uint32_t d = 1; d <= 4; ++d) {
             Target t;
             t.dqpn = (q->t.dqpn - d) & 0xffffff;
-            const bool is_protected = std::any_of(transfers_.begin(), transfers_.end(), [&](const Target& x) {
-                return x.kind == Target::Kind::Protected && x.dqpn == t.dqpn;
-            });
+            const bool is_protected =
+                std::any_of(transfers_.begin(), transfers_.end(), [&](const Target& x) {
+                    return x.kind == Target::Kind::Protected && x.dqpn == t.dqpn;
+                });
             if (is_protected) continue;
             t.sqpn = (t.dqpn + (gen_.rng().chance(50) ? 1 : 0xffffff)) & 0xffffff;
             t.rq_psn = gen_.rng().u32() & kPsnMask;
@@ -299,8 +301,8 @@ Target& PacketRun::pick_target() {
 
 void PacketRun::send(Shot& s) {
     UdpTransport* via = s.wrong_source && alt_ ? alt_.get() : udp_.get();
-    const auto src_port = static_cast<std::uint16_t>(METAROCE_ENTROPY_BASE |
-                                                     ((0x1357u + s.path * 0x9e5u) & METAROCE_ENTROPY_MASK));
+    const auto src_port = static_cast<std::uint16_t>(
+        METAROCE_ENTROPY_BASE | ((0x1357u + s.path * 0x9e5u) & METAROCE_ENTROPY_MASK));
     try {
         via->send(dut_, METAROCE_UDP_PORT, src_port, s.bytes, 0);
     } catch (const std::exception& e) {
@@ -338,8 +340,9 @@ bool PacketRun::liveness() {
         wrote = wrote || std::memcmp(q->mr->data() + 512, data.data(), data.size()) == 0;
         if (!wc) wc = tools::poll_one(q->qp->recv_cq(), 50);
     }
-    const bool recv_ok = wc && wc->status == IBV_WC_SUCCESS && wc->byte_len == 1024 &&
-                         std::memcmp(q->local->data() + wc->wr_id * kRecvLen, data.data(), 1024) == 0;
+    const bool recv_ok =
+        wc && wc->status == IBV_WC_SUCCESS && wc->byte_len == 1024 &&
+        std::memcmp(q->local->data() + wc->wr_id * kRecvLen, data.data(), 1024) == 0;
     std::printf("# liveness: WRITE %s, SEND %s\n", wrote ? "placed" : "NOT placed",
                 recv_ok ? "received" : (wc ? tools::wc_status_name(wc->status) : "NOT received"));
     return wrote && recv_ok;
@@ -382,11 +385,12 @@ int PacketRun::run() {
         }
         if (s.known != KnownBug::None) known_sent_[s.known]++;
         if (o_.verbose_from <= step_)
-            std::printf("# step %llu -> qpn 0x%x (%s): %s%s%s\n", static_cast<unsigned long long>(step_),
-                        target.dqpn,
-                        target.kind == Target::Kind::Own ? "own" :
-                        target.kind == Target::Kind::Transfer ? "transfer" :
-                        target.kind == Target::Kind::Protected ? "protected" : "unconnected",
+            std::printf("# step %llu -> qpn 0x%x (%s): %s%s%s\n",
+                        static_cast<unsigned long long>(step_), target.dqpn,
+                        target.kind == Target::Kind::Own         ? "own"
+                        : target.kind == Target::Kind::Transfer  ? "transfer"
+                        : target.kind == Target::Kind::Protected ? "protected"
+                                                                 : "unconnected",
                         s.what.c_str(), s.known != KnownBug::None ? " KNOWN " : "",
                         s.known != KnownBug::None ? to_string(s.known) : "");
         dog_.step("send", step_);
@@ -394,15 +398,18 @@ int PacketRun::run() {
         sent_++;
         if (s.valid) valid_sent_++;
         if (o_.progress_every && step_ % o_.progress_every == 0) {
-            std::printf("# %.1f s: step %llu\n", uptime_s(), static_cast<unsigned long long>(step_));
+            std::printf("# %.1f s: step %llu\n", uptime_s(),
+                        static_cast<unsigned long long>(step_));
             std::fflush(stdout);
         }
-        const double ahead = step_ * per_packet_s - std::chrono::duration<double>(Clock::now() - start).count();
+        const double ahead =
+            step_ * per_packet_s - std::chrono::duration<double>(Clock::now() - start).count();
         if (ahead > 0.002) std::this_thread::sleep_for(std::chrono::duration<double>(ahead));
     }
-    std::printf("# sent %llu packets (%llu valid), renewed %llu own QPs, learned %llu windows",
-                static_cast<unsigned long long>(sent_), static_cast<unsigned long long>(valid_sent_),
-                static_cast<unsigned long long>(recreated_), static_cast<unsigned long long>(learned_));
+    std::printf(
+        "# sent %llu packets (%llu valid), renewed %llu own QPs, learned %llu windows",
+        static_cast<unsigned long long>(sent_), static_cast<unsigned long long>(valid_sent_),
+        static_cast<unsigned long long>(recreated_), static_cast<unsigned long long>(learned_));
     for (const auto& [bug, n] : known_sent_)
         std::printf(", %llu reaching %s", static_cast<unsigned long long>(n), to_string(bug));
     std::printf("\n");

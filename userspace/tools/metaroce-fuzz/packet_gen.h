@@ -29,10 +29,10 @@ struct Target {
         Unconnected,  // a QPN with no connected QP behind it (or a UD/GSI QP)
     };
     Kind kind = Kind::Unconnected;
-    std::uint32_t dqpn = 0;    // the DUT's QPN
-    std::uint32_t sqpn = 0;    // the peer QPN the DUT's QP is connected to
-    Psn rq_psn = 0;            // where the fuzzer thinks the DUT's receive window starts
-    Psn sq_psn = 0;            // where it thinks the DUT's send PSNs are (for ACKs)
+    std::uint32_t dqpn = 0;     // the DUT's QPN
+    std::uint32_t sqpn = 0;     // the peer QPN the DUT's QP is connected to
+    Psn rq_psn = 0;             // where the fuzzer thinks the DUT's receive window starts
+    Psn sq_psn = 0;             // where it thinks the DUT's send PSNs are (for ACKs)
     std::uint64_t mr_addr = 0;  // a remotely writable and readable region, if known
     std::uint32_t mr_rkey = 0;
     std::uint32_t mr_len = 0;
@@ -53,10 +53,10 @@ const char* to_string(KnownBug bug);
 struct Shot {
     std::vector<std::uint8_t> bytes;
     std::uint16_t path = 0;
-    bool valid = false;      // a well-formed in-window packet that advances rq_psn (Own only)
+    bool valid = false;         // a well-formed in-window packet that advances rq_psn (Own only)
     bool wrong_source = false;  // to be sent from the alternative address (off-path)
     KnownBug known = KnownBug::None;
-    std::string what;        // one line: which mutation, the header fields
+    std::string what;  // one line: which mutation, the header fields
 };
 
 struct GenOptions {

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdarg>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -317,9 +317,11 @@ void RingRun::connect_pair() {
         ibv_qp_attr at{};
         at.qp_state = IBV_QPS_INIT;
         at.port_num = dev_.port();
-        at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        at.qp_access_flags =
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
         dog_.step("modify INIT", step_);
-        if (ibv_modify_qp(q->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+        if (ibv_modify_qp(q->qp, &at,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
             errors_++;
         ibv_qp_attr r{};
         r.qp_state = IBV_QPS_RTR;
@@ -334,8 +336,9 @@ void RingRun::connect_pair() {
         r.ah_attr.grh.hop_limit = 64;
         r.ah_attr.port_num = dev_.port();
         dog_.step("modify RTR", step_);
-        if (ibv_modify_qp(q->qp, &r, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        if (ibv_modify_qp(q->qp, &r,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
             errors_++;
     }
     for (Qp* q : {&a_, &b_}) {
@@ -347,8 +350,9 @@ void RingRun::connect_pair() {
         s.rnr_retry = 3;
         s.max_rd_atomic = 4;
         dog_.step("modify RTS", step_);
-        if (ibv_modify_qp(q->qp, &s, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+        if (ibv_modify_qp(q->qp, &s,
+                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                              IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
             errors_++;
     }
 }
@@ -434,14 +438,24 @@ void RingRun::poll_all() {
 void RingRun::scribble_wqe(Qp& q, std::uint8_t* slot) {
     auto* w = reinterpret_cast<metaroce_send_wqe*>(slot);
     switch (rng_.below(9)) {
-        case 0: w->opcode = rng_.pick<std::uint32_t>({0, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0xff, 0xffffffffu, rng_.u32()}); break;
-        case 1: w->num_sge = rng_.pick<std::uint32_t>({0, 2, 3, 4, 64, 0x10000, 0xffffffffu}); break;
+        case 0:
+            w->opcode = rng_.pick<std::uint32_t>(
+                {0, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0xff, 0xffffffffu, rng_.u32()});
+            break;
+        case 1:
+            w->num_sge = rng_.pick<std::uint32_t>({0, 2, 3, 4, 64, 0x10000, 0xffffffffu});
+            break;
         case 2:
             w->flags |= METAROCE_WQE_INLINE;
-            w->inline_len = rng_.pick<std::uint32_t>({0, q.sq.stride - 64, q.sq.stride - 63, q.sq.stride, 4096, 0xffffffffu});
+            w->inline_len = rng_.pick<std::uint32_t>(
+                {0, q.sq.stride - 64, q.sq.stride - 63, q.sq.stride, 4096, 0xffffffffu});
             break;
-        case 3: w->ud.ah = rng_.pick<std::uint32_t>({0, 1, 2, 0xffff, 0xffffffffu, rng_.u32()}); break;
-        case 4: w->flags = rng_.u32(); break;
+        case 3:
+            w->ud.ah = rng_.pick<std::uint32_t>({0, 1, 2, 0xffff, 0xffffffffu, rng_.u32()});
+            break;
+        case 4:
+            w->flags = rng_.u32();
+            break;
         case 5: {
             auto* sge = reinterpret_cast<metaroce_sge*>(slot + sizeof(metaroce_send_wqe));
             sge->addr = rng_.pick<std::uint64_t>({0, ~0ull, ~0ull - 4095, 1ull << 32, rng_.next()});
@@ -453,8 +467,12 @@ void RingRun::scribble_wqe(Qp& q, std::uint8_t* slot) {
             w->rdma.remote_addr = rng_.next();
             w->rdma.rkey = rng_.u32();
             break;
-        case 7: w->ud.remote_qpn = rng_.u32(); break;
-        default: rng_.fill(slot, q.sq.stride); break;
+        case 7:
+            w->ud.remote_qpn = rng_.u32();
+            break;
+        default:
+            rng_.fill(slot, q.sq.stride);
+            break;
     }
 }
 
@@ -474,7 +492,8 @@ void RingRun::race_rq_flush() {
         // Until the modify returns: with the bug, it does not (a soft lockup), and the
         // watchdog ends the process.
         const auto until = Clock::now() + std::chrono::seconds(o_.watchdog_s + 10);
-        while (!stop && Clock::now() < until) __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+        while (!stop && Clock::now() < until)
+            __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
     });
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_ERR;
@@ -495,9 +514,10 @@ void RingRun::step_once() {
         if (rng_.chance(40)) {
             post_recv(q, step_, off, len);
         } else {
-            const ibv_wr_opcode op = ud ? IBV_WR_SEND
-                                        : rng_.pick({IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
-                                                     IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND_WITH_IMM});
+            const ibv_wr_opcode op =
+                ud ? IBV_WR_SEND
+                   : rng_.pick({IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
+                                IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND_WITH_IMM});
             post_send(q, op, step_, off, ud ? std::min(len, 1024u) : len,
                       IBV_SEND_SIGNALED | (rng_.chance(10) && len <= 64 ? IBV_SEND_INLINE : 0));
         }
@@ -508,7 +528,8 @@ void RingRun::step_once() {
         // Producer jump or rewind, then a doorbell.
         const std::uint32_t n = q.sq.entries;
         const std::uint32_t cur = q.sq.hdr()->producer;
-        const std::uint32_t to = cur + rng_.pick<std::uint32_t>({1, 2, n - 1, n, n + 1, 0u - 1, 0u - n, 0x80000000u, rng_.u32()});
+        const std::uint32_t to = cur + rng_.pick<std::uint32_t>({1, 2, n - 1, n, n + 1, 0u - 1,
+                                                                 0u - n, 0x80000000u, rng_.u32()});
         log("SQ producer of QP 0x%x: %u -> %u", q.qp->qp_num, cur, to);
         q.sq.hdr()->producer = to;
         doorbell_send(q);
@@ -517,7 +538,8 @@ void RingRun::step_once() {
     if (roll < 48 && q.rq.ok()) {
         const std::uint32_t n = q.rq.entries;
         const std::uint32_t cur = q.rq.hdr()->producer;
-        const std::uint32_t to = cur + rng_.pick<std::uint32_t>({1, n - 1, n, n + 1, 0u - 1, 0u - n, 0x80000000u, rng_.u32()});
+        const std::uint32_t to = cur + rng_.pick<std::uint32_t>({1, n - 1, n, n + 1, 0u - 1, 0u - n,
+                                                                 0x80000000u, rng_.u32()});
         log("RQ producer of QP 0x%x: %u -> %u", q.qp->qp_num, cur, to);
         q.rq.hdr()->producer = to;
         if (rng_.chance(70)) rng_.fill(q.rq.slot(cur), q.rq.stride);
@@ -527,11 +549,12 @@ void RingRun::step_once() {
     if (roll < 62 && q.sq.ok()) {
         // A WQE changed after the doorbell (or before it, ahead of the producer).
         const std::uint32_t before = q.sq.hdr()->producer;
-        const bool posted = rng_.chance(70) &&
-                            post_send(q, ud ? IBV_WR_SEND : IBV_WR_RDMA_WRITE, step_, 0, 512, IBV_SEND_SIGNALED);
+        const bool posted = rng_.chance(70) && post_send(q, ud ? IBV_WR_SEND : IBV_WR_RDMA_WRITE,
+                                                         step_, 0, 512, IBV_SEND_SIGNALED);
         std::uint8_t* slot = q.sq.slot(posted ? before : q.sq.hdr()->producer);
         scribble_wqe(q, slot);
-        log("WQE scribbled on QP 0x%x (%s)", q.qp->qp_num, posted ? "after its doorbell" : "unpublished");
+        log("WQE scribbled on QP 0x%x (%s)", q.qp->qp_num,
+            posted ? "after its doorbell" : "unpublished");
         if (!posted) q.sq.hdr()->producer += 1;
         doorbell_send(q);
         return;
@@ -540,7 +563,9 @@ void RingRun::step_once() {
         Cq& c = rng_.chance(40) ? cq_a_ : (rng_.chance(60) ? cq_b_ : cq_u_);
         if (!c.ring.ok()) return;
         const std::uint32_t prod = c.ring.hdr()->producer;
-        const std::uint32_t to = prod + rng_.pick<std::uint32_t>({1, 2, c.ring.entries, c.ring.entries + 1, 0x80000000u, rng_.u32()});
+        const std::uint32_t to =
+            prod + rng_.pick<std::uint32_t>(
+                       {1, 2, c.ring.entries, c.ring.entries + 1, 0x80000000u, rng_.u32()});
         log("CQ consumer ahead of the producer: %u (producer %u)", to, prod);
         c.ring.hdr()->consumer = to;
         if (rng_.chance(50)) post_send(a_, IBV_WR_RDMA_WRITE, step_, 0, 64, IBV_SEND_SIGNALED);
@@ -618,13 +643,16 @@ bool RingRun::liveness() {
     }
     std::printf("# liveness: a WRITE between fresh QPs %s, its completion %s\n",
                 placed ? "arrived intact" : "did NOT arrive",
-                !posted ? "(not posted)" : wc ? tools::wc_status_name(wc->status) : "missing");
+                !posted ? "(not posted)"
+                : wc    ? tools::wc_status_name(wc->status)
+                        : "missing");
     return placed && wc && wc->status == IBV_WC_SUCCESS;
 }
 
 int RingRun::run() {
     std::printf("# metaroce-fuzz rings: seed 0x%llx, device %s, uid %d, %s\n",
-                static_cast<unsigned long long>(o_.seed), o_.device.c_str(), static_cast<int>(getuid()),
+                static_cast<unsigned long long>(o_.seed), o_.device.c_str(),
+                static_cast<int>(getuid()),
                 o_.avoid_known ? "avoiding the known bugs" : "known bugs reachable");
     open_all();
     std::printf("# rings: SQ %u x %u B, RQ %u x %u B, CQ %u x %u B\n", a_.sq.entries, a_.sq.stride,
@@ -637,18 +665,23 @@ int RingRun::run() {
     const auto start = Clock::now();
     for (step_ = 0;; ++step_) {
         if (o_.count && step_ >= o_.count) break;
-        if (o_.seconds > 0 && std::chrono::duration<double>(Clock::now() - start).count() >= o_.seconds) break;
+        if (o_.seconds > 0 &&
+            std::chrono::duration<double>(Clock::now() - start).count() >= o_.seconds)
+            break;
         if (!o_.count && o_.seconds <= 0) break;
         step_once();
         if (o_.progress_every && step_ % o_.progress_every == 0) {
-            std::printf("# %.1f s: step %llu\n", uptime_s(), static_cast<unsigned long long>(step_));
+            std::printf("# %.1f s: step %llu\n", uptime_s(),
+                        static_cast<unsigned long long>(step_));
             std::fflush(stdout);
         }
     }
-    std::printf("# %llu steps: %llu verbs errors returned, %llu completions (%llu not successful), %llu renewals\n",
-                static_cast<unsigned long long>(step_), static_cast<unsigned long long>(errors_),
-                static_cast<unsigned long long>(wcs_), static_cast<unsigned long long>(bad_wcs_),
-                static_cast<unsigned long long>(renewed_));
+    std::printf(
+        "# %llu steps: %llu verbs errors returned, %llu completions (%llu not successful), %llu "
+        "renewals\n",
+        static_cast<unsigned long long>(step_), static_cast<unsigned long long>(errors_),
+        static_cast<unsigned long long>(wcs_), static_cast<unsigned long long>(bad_wcs_),
+        static_cast<unsigned long long>(renewed_));
     const bool alive = liveness();
     close_all();
     if (ah_) ibv_destroy_ah(ah_);
