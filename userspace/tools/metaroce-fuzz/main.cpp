@@ -208,6 +208,8 @@ int main(int argc, char** argv) {
     if (o.device.empty() || o.dut_ip.empty()) usage();
     if (o.mode == "packets" && o.local_ip.empty()) usage();
     if (!o.count && o.seconds <= 0) o.seconds = 30;
+    // Line by line: a kernel panic must not swallow the steps logged before it.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     // The seed first, so that even a run the kernel kills can be repeated.
     std::printf("# metaroce-fuzz %s --seed 0x%llx\n", o.mode.c_str(),
                 static_cast<unsigned long long>(o.seed));

@@ -378,11 +378,6 @@ int PacketRun::run() {
         Target& target = pick_target();
         dog_.step("generate", step_);
         Shot s = gen_.next(target);
-        if (target.kind == Target::Kind::Protected && !s.wrong_source && s.bytes.size() >= 12) {
-            // Never in a protected QP's window from its peer: the peer's QPN is always wrong.
-            std::uint32_t sq = (std::uint32_t{s.bytes[9]} << 16) | (s.bytes[10] << 8) | s.bytes[11];
-            if (sq == target.sqpn) s.bytes[11] ^= 0x5a;
-        }
         if (s.known != KnownBug::None) known_sent_[s.known]++;
         if (o_.verbose_from <= step_)
             std::printf("# step %llu -> qpn 0x%x (%s): %s%s%s\n",

@@ -446,6 +446,12 @@ Shot PacketGen::next(Target& t) {
                 s.what += " [wrong source QPN]";
             }
         }
+        if (t.kind == Target::Kind::Protected && !s.wrong_source && s.bytes.size() >= 12 &&
+            (be32_at(s.bytes, 8) & METAROCE_QPN_MASK) == t.sqpn) {
+            // Never in a protected QP's window from its peer: the peer's QPN is always wrong.
+            s.bytes[11] ^= 0x5a;
+            s.what += " [wrong source QPN: protected]";
+        }
         const bool spoofed = connected && !s.wrong_source && s.bytes.size() >= 12 &&
                              (be32_at(s.bytes, 8) & METAROCE_QPN_MASK) == t.sqpn;
         s.known = classify(s.bytes, spoofed);
