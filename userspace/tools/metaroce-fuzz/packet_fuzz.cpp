@@ -174,7 +174,7 @@ void PacketRun::tend(OwnQp& q, std::size_t slot) {
     const ibv_qp_state s = q.qp->state();
     if (s == IBV_QPS_RTS && gen_.rng().below(40) != 0) return;
     if (o_.verbose_from <= step_)
-        std::printf("# step %llu: renewing own QP 0x%x (state %d)\n",
+        trace("step %llu: renewing own QP 0x%x (state %d)",
                     static_cast<unsigned long long>(step_), q.t.dqpn, s);
     dog_.step("destroy an own QP", step_);
     own_[slot].reset();
@@ -380,7 +380,7 @@ int PacketRun::run() {
         Shot s = gen_.next(target);
         if (s.known != KnownBug::None) known_sent_[s.known]++;
         if (o_.verbose_from <= step_)
-            std::printf("# step %llu -> qpn 0x%x (%s): %s%s%s\n",
+            trace("step %llu -> qpn 0x%x (%s): %s%s%s",
                         static_cast<unsigned long long>(step_), target.dqpn,
                         target.kind == Target::Kind::Own         ? "own"
                         : target.kind == Target::Kind::Transfer  ? "transfer"

@@ -170,7 +170,7 @@ void RingRun::log(const char* fmt, ...) {
     va_start(ap, fmt);
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    std::printf("# step %llu: %s\n", static_cast<unsigned long long>(step_), buf);
+    trace("step %llu: %s", static_cast<unsigned long long>(step_), buf);
 }
 
 Cq RingRun::make_cq() {

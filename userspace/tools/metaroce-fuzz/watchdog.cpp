@@ -1,8 +1,12 @@
 #include "watchdog.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
+#include <algorithm>
+#include <cstring>
 
 namespace metaroce::fuzz {
 namespace {
@@ -11,6 +15,22 @@ const auto g_start = std::chrono::steady_clock::now();
 
 double uptime_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+}
+
+void trace(const char* fmt, ...) {
+    static const int kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+    char buf[900];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    std::printf("# %s\n", buf);
+    if (kmsg >= 0) {
+        char line[960];
+        const int n = std::snprintf(line, sizeof line, "metaroce-fuzz: %s\n", buf);
+        if (write(kmsg, line, static_cast<std::size_t>(std::min(n, 959))) < 0) {
+        }
+    }
 }
 
 Watchdog::Watchdog(std::uint64_t seed, int limit_s)

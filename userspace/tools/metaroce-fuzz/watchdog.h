@@ -39,4 +39,8 @@ class Watchdog {
 // Seconds since the process started, for log lines.
 double uptime_s();
 
+// A "# " line on stdout and, where this process may write /dev/kmsg (root), in the kernel's
+// log too: in order with an oops it provokes, which a panic cannot lose.
+void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 }  // namespace metaroce::fuzz
