@@ -27,7 +27,7 @@ void trace(const char* fmt, ...) {
     std::printf("# %s\n", buf);
     if (kmsg >= 0) {
         char line[960];
-        const int n = std::snprintf(line, sizeof line, "<3>metaroce-fuzz: %s\n", buf);
+        const int n = std::snprintf(line, sizeof line, "<2>metaroce-fuzz: %s\n", buf);
         if (write(kmsg, line, static_cast<std::size_t>(std::min(n, 959))) < 0) {
         }
     }
