@@ -66,8 +66,6 @@ setup() {
 	wait_until 10 eval 'gids mr1 | grep -q ffff:0a00:0001'
 	wait_until 10 eval 'gids mr2 | grep -q ffff:0a00:0002'
 	ip netns exec ns1 busybox ping -c 1 -W 2 10.0.0.3 >/dev/null
-	# A verbose run logs its steps to /dev/kmsg too (root's runs), in order with an oops.
-	[[ -z ${FUZZ_VERBOSE_FROM:-} ]] || sysctl -qw kernel.printk_devkmsg=on
 	# Who may open the device: the unprivileged runs need this.
 	ls -l /dev/infiniband/
 }
