@@ -174,8 +174,8 @@ void PacketRun::tend(OwnQp& q, std::size_t slot) {
     const ibv_qp_state s = q.qp->state();
     if (s == IBV_QPS_RTS && gen_.rng().below(40) != 0) return;
     if (o_.verbose_from <= step_)
-        trace("step %llu: renewing own QP 0x%x (state %d)",
-                    static_cast<unsigned long long>(step_), q.t.dqpn, s);
+        trace("step %llu: renewing own QP 0x%x (state %d)", static_cast<unsigned long long>(step_),
+              q.t.dqpn, s);
     dog_.step("destroy an own QP", step_);
     own_[slot].reset();
     own_[slot] = open_own(gen_.rng().chance(70));
@@ -380,14 +380,14 @@ int PacketRun::run() {
         Shot s = gen_.next(target);
         if (s.known != KnownBug::None) known_sent_[s.known]++;
         if (o_.verbose_from <= step_)
-            trace("step %llu -> qpn 0x%x (%s): %s%s%s",
-                        static_cast<unsigned long long>(step_), target.dqpn,
-                        target.kind == Target::Kind::Own         ? "own"
-                        : target.kind == Target::Kind::Transfer  ? "transfer"
-                        : target.kind == Target::Kind::Protected ? "protected"
-                                                                 : "unconnected",
-                        s.what.c_str(), s.known != KnownBug::None ? " KNOWN " : "",
-                        s.known != KnownBug::None ? to_string(s.known) : "");
+            trace("step %llu -> qpn 0x%x (%s): %s%s%s", static_cast<unsigned long long>(step_),
+                  target.dqpn,
+                  target.kind == Target::Kind::Own         ? "own"
+                  : target.kind == Target::Kind::Transfer  ? "transfer"
+                  : target.kind == Target::Kind::Protected ? "protected"
+                                                           : "unconnected",
+                  s.what.c_str(), s.known != KnownBug::None ? " KNOWN " : "",
+                  s.known != KnownBug::None ? to_string(s.known) : "");
         dog_.step("send", step_);
         send(s);
         sent_++;

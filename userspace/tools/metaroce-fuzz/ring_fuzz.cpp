@@ -488,12 +488,15 @@ void RingRun::race_rq_flush() {
     if (!q.rq.ok()) return;
     std::atomic<bool> stop{false};
     std::thread racer([&] {
-        auto* p = &q.rq.hdr()->producer;
-        // Until the modify returns: with the bug, it does not (a soft lockup), and the
-        // watchdog ends the process.
+        // A producer half a ring past the consumer the kernel publishes: always entries to
+        // flush, never so far ahead that the kernel calls it bogus.
+        auto* producer = &q.rq.hdr()->producer;
+        const auto* consumer = &q.rq.hdr()->consumer;
+        const std::uint32_t entries = std::max(1u, q.rq.entries / 2);
         const auto until = Clock::now() + std::chrono::seconds(o_.watchdog_s + 10);
         while (!stop && Clock::now() < until)
-            __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+            __atomic_store_n(producer, __atomic_load_n(consumer, __ATOMIC_ACQUIRE) + entries,
+                             __ATOMIC_RELEASE);
     });
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_ERR;
