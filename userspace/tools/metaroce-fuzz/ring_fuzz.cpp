@@ -482,27 +482,38 @@ ibv_qp_state qp_state(const Qp& q) {
     return ibv_query_qp(q.qp, &a, IBV_QP_STATE, &init) == 0 ? a.qp_state : IBV_QPS_UNKNOWN;
 }
 
-// Finding 3's input: a thread moves the RQ producer on and on while the QP is flushed.
+// Finding 3's input: the QP goes to ERR, and the responder's flush (run by the QP's transmit
+// worker soon after) keeps finding receives, because a thread keeps the RQ producer half a
+// ring past the consumer the kernel publishes. With the bug the flush never ends (the kernel
+// reports a soft lockup after 20 s); with a flush that takes a snapshot the consumer stops
+// moving and the thread gives up after a second of that.
 void RingRun::race_rq_flush() {
     Qp& q = rng_.chance(50) ? a_ : b_;
     if (!q.rq.ok()) return;
-    std::atomic<bool> stop{false};
+    auto* producer = &q.rq.hdr()->producer;
+    const auto* consumer = &q.rq.hdr()->consumer;
+    const std::uint32_t ahead = std::max(1u, q.rq.entries / 2);
+    std::atomic<bool> started{false};
     std::thread racer([&] {
-        // A producer half a ring past the consumer the kernel publishes: always entries to
-        // flush, never so far ahead that the kernel calls it bogus.
-        auto* producer = &q.rq.hdr()->producer;
-        const auto* consumer = &q.rq.hdr()->consumer;
-        const std::uint32_t entries = std::max(1u, q.rq.entries / 2);
-        const auto until = Clock::now() + std::chrono::seconds(o_.watchdog_s + 10);
-        while (!stop && Clock::now() < until)
-            __atomic_store_n(producer, __atomic_load_n(consumer, __ATOMIC_ACQUIRE) + entries,
-                             __ATOMIC_RELEASE);
+        const auto until = Clock::now() + std::chrono::seconds(std::max(5, o_.watchdog_s - 5));
+        std::uint32_t last = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
+        auto moved = Clock::now();
+        while (Clock::now() < until) {
+            const std::uint32_t c = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
+            __atomic_store_n(producer, c + ahead, __ATOMIC_RELEASE);
+            if (c != last) {
+                last = c;
+                moved = Clock::now();
+            }
+            if (started && Clock::now() - moved > std::chrono::seconds(1)) break;
+        }
     });
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_ERR;
     dog_.step("modify ERR while the RQ producer runs", step_);
     ibv_modify_qp(q.qp, &at, IBV_QP_STATE);
-    stop = true;
+    started = true;
+    dog_.step("RQ producer racing the flush", step_);
     racer.join();
 }
 
