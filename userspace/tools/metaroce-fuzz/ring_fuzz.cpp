@@ -119,7 +119,8 @@ class RingRun {
   private:
     Cq make_cq();
     Qp make_qp(ibv_cq* cq, ibv_qp_type type);
-    void learn_rings(Qp& q, Cq& cq);
+    void learn_rq(Qp& q);
+    void learn_sq(Qp& q);
     void connect_pair();
     void connect_ud();
     void open_all();
@@ -147,7 +148,8 @@ class RingRun {
     Qp a_, b_, u_;
     ibv_ah* ah_ = nullptr;
     std::uint64_t step_ = 0;
-    std::uint64_t errors_ = 0, renewed_ = 0, wcs_ = 0, bad_wcs_ = 0;
+    std::uint64_t errors_ = 0, renewed_ = 0, wcs_ = 0, bad_wcs_ = 0, races_ = 0;
+    std::atomic<std::uint64_t> flushed_{0};
 };
 
 RingRun::RingRun(const Options& o)
@@ -290,10 +292,9 @@ void RingRun::doorbell_recv(Qp& q) {
 
 // Finds which of a QP's two mappings is its SQ and which its RQ, and their strides, from
 // work requests with marker wr_ids (the QP must be able to post: INIT or later).
-void RingRun::learn_rings(Qp& q, Cq& cq) {
-    (void)cq;
+void RingRun::learn_rq(Qp& q) {
     if (!q.sq.map.base || !q.rq.map.base) return;
-    const std::uint64_t m1 = kMarker | (rng_.u32() & 0xffff), m2 = m1 ^ 0x8000;
+    const std::uint64_t m1 = kMarker | (rng_.u32() & 0x7fff), m2 = m1 | 0x8000;
     post_recv(q, m1, 0, 64);
     post_recv(q, m2, 0, 64);
     long p1 = find_marker(q.rq.map, m1), p2 = find_marker(q.rq.map, m2);
@@ -303,12 +304,17 @@ void RingRun::learn_rings(Qp& q, Cq& cq) {
         p2 = find_marker(q.rq.map, m2);
     }
     if (p1 >= 0 && p2 > p1) size_ring(q.rq, static_cast<std::uint32_t>(p2 - p1));
-    if (q.type == IBV_QPT_UD || q.qp->state == IBV_QPS_RTS) {
-        post_send(q, IBV_WR_SEND, m1, 0, 8, 0);
-        post_send(q, IBV_WR_SEND, m2, 0, 8, 0);
-        const long s1 = find_marker(q.sq.map, m1), s2 = find_marker(q.sq.map, m2);
-        if (s1 >= 0 && s2 > s1) size_ring(q.sq, static_cast<std::uint32_t>(s2 - s1));
-    }
+}
+
+// After learn_rq() and after the peer has receives posted (a SEND into an empty RQ is
+// answered with RNR NAKs).
+void RingRun::learn_sq(Qp& q) {
+    if (!q.sq.map.base || !q.rq.map.base) return;
+    const std::uint64_t m1 = kMarker | 0x10000 | (rng_.u32() & 0x7fff), m2 = m1 | 0x8000;
+    post_send(q, IBV_WR_SEND, m1, 0, 8, 0);
+    post_send(q, IBV_WR_SEND, m2, 0, 8, 0);
+    const long s1 = find_marker(q.sq.map, m1), s2 = find_marker(q.sq.map, m2);
+    if (s1 >= 0 && s2 > s1) size_ring(q.sq, static_cast<std::uint32_t>(s2 - s1));
 }
 
 void RingRun::connect_pair() {
@@ -347,7 +353,7 @@ void RingRun::connect_pair() {
         s.sq_psn = 0xfffff0 + (q == &b_);
         s.timeout = 12;
         s.retry_cnt = 3;
-        s.rnr_retry = 3;
+        s.rnr_retry = 7;  // for ever: emulation may be slow to post receives
         s.max_rd_atomic = 4;
         dog_.step("modify RTS", step_);
         if (ibv_modify_qp(q->qp, &s,
@@ -391,14 +397,15 @@ void RingRun::open_all() {
     u_ = make_qp(cq_u_.cq, IBV_QPT_UD);
     connect_pair();
     connect_ud();
-    learn_rings(a_, cq_a_);
-    learn_rings(b_, cq_b_);
-    if (ah_) learn_rings(u_, cq_u_);
+    for (Qp* q : {&a_, &b_, &u_}) learn_rq(*q);
     for (int i = 0; i < 8; ++i) {
         post_recv(a_, i, 4096u * i, 4096);
         post_recv(b_, i, 4096u * i, 4096);
         post_recv(u_, i, 4096u * i, 4096);
     }
+    learn_sq(a_);
+    learn_sq(b_);
+    if (ah_) learn_sq(u_);
 }
 
 void RingRun::close_all() {
@@ -494,6 +501,7 @@ void RingRun::race_rq_flush() {
     const auto* consumer = &q.rq.hdr()->consumer;
     const std::uint32_t ahead = std::max(1u, q.rq.entries / 2);
     std::atomic<bool> started{false};
+    races_++;
     std::thread racer([&] {
         const auto until = Clock::now() + std::chrono::seconds(std::max(5, o_.watchdog_s - 5));
         std::uint32_t last = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
@@ -502,6 +510,7 @@ void RingRun::race_rq_flush() {
             const std::uint32_t c = __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
             __atomic_store_n(producer, c + ahead, __ATOMIC_RELEASE);
             if (c != last) {
+                flushed_ += c - last;
                 last = c;
                 moved = Clock::now();
             }
