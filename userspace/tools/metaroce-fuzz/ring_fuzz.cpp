@@ -705,6 +705,12 @@ int RingRun::run() {
         static_cast<unsigned long long>(step_), static_cast<unsigned long long>(errors_),
         static_cast<unsigned long long>(wcs_), static_cast<unsigned long long>(bad_wcs_),
         static_cast<unsigned long long>(renewed_));
+    if (races_)
+        std::printf(
+            "# %llu races of the RQ producer against a flush: the kernel consumed %llu "
+            "receives meanwhile\n",
+            static_cast<unsigned long long>(races_),
+            static_cast<unsigned long long>(flushed_.load()));
     const bool alive = liveness();
     close_all();
     if (ah_) ibv_destroy_ah(ah_);
