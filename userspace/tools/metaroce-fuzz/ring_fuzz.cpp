@@ -495,6 +495,11 @@ ibv_qp_state qp_state(const Qp& q) {
 // reports a soft lockup after 20 s); with a flush that takes a snapshot the consumer stops
 // moving and the thread gives up after a second of that.
 void RingRun::race_rq_flush() {
+    // A QP already in ERR was flushed already: race a healthy one.
+    if (qp_state(a_) != IBV_QPS_RTS || qp_state(b_) != IBV_QPS_RTS) {
+        close_all();
+        open_all();
+    }
     Qp& q = rng_.chance(50) ? a_ : b_;
     if (!q.rq.ok()) return;
     auto* producer = &q.rq.hdr()->producer;
