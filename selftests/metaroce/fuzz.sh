@@ -27,6 +27,7 @@
 #   FUZZ_ONLY           run only these of netns, loopback, rings (e.g. FUZZ_ONLY=rings)
 #   FUZZ_VERBOSE_FROM   log every packet / ring step from this step on (reproducing a crash)
 #   METAROCE_TOOLS_DIR  where the tools were built (default build/userspace/tools)
+# shellcheck disable=SC2154 # XFER_PID_* are set by xfer_start (printf -v)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
