@@ -32,6 +32,7 @@ SUITES=(
 	"loss:1:0:selftests/metaroce/loss.sh"
 	"limits:1:0:selftests/metaroce/limits.sh"
 	"xfrm:1:0:selftests/metaroce/xfrm.sh"
+	"fuzz:1:0:selftests/metaroce/fuzz.sh"
 )
 
 installed=
@@ -71,6 +72,10 @@ if [[ -z $installed ]]; then
 	vm_env+=(--env "METAROCE_KO=$ko"
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
 fi
+# The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600 for a long run.
+for v in FUZZ_SECONDS FUZZ_SEED FUZZ_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
+	[[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}")
+done
 
 passed=0
 failed=0
