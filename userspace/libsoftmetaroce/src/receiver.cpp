@@ -297,8 +297,7 @@ bool Receiver::complete_message(const MessageEnd& end, Psn last_psn, TimeUs now)
     return true;
 }
 
-Receiver::ReadRun Receiver::read_run(Psn psn, const ReadReq& request,
-                                     std::uint32_t packets) const {
+Receiver::ReadRun Receiver::read_run(Psn psn, const ReadReq& request, std::uint32_t packets) const {
     return ReadRun{.base = request.va - request.offset,
                    .rkey = request.rkey,
                    .msn = request.msn,

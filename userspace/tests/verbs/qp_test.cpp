@@ -5,6 +5,10 @@
 // in each state, and the ibv_qp_ex work-request API.
 #include <rdma/metaroce_abi.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <functional>
@@ -945,7 +949,9 @@ static volatile metaroce_queue_hdr *find_rq_header(uint32_t posted)
 TEST_F(QpState, FlushEndsWhileUserMovesRqProducer)
 {
 	const uint32_t posted = 37;
-	Qp qa(A(), {.recv_wr = 64, .rcqe = 4096});
+	// A large ring: the old loop ran as long as one of the movers (one
+	// per CPU: one is off the worker's) ran at least once a ring's time.
+	Qp qa(A(), {.recv_wr = 4096, .rcqe = 16384});
 	Buf dst(A().pd, 4096);
 	ASSERT_EQ(rc_init(qa, kRcAccess), 0);
 	for (uint32_t i = 0; i < posted; i++)
@@ -962,15 +968,23 @@ TEST_F(QpState, FlushEndsWhileUserMovesRqProducer)
 	const double secs = env ? atof(env) : 3.0;
 	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> rounds{0};
-	std::thread hammer([&] {
-		while (!stop.load(std::memory_order_relaxed)) {
-			uint32_t c = __atomic_load_n(&hdr->consumer,
-						     __ATOMIC_ACQUIRE);
-			__atomic_store_n(&hdr->producer, c + slots,
-					 __ATOMIC_RELEASE);
-			rounds.fetch_add(1, std::memory_order_relaxed);
-		}
-	});
+	const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+	std::vector<std::thread> hammers;
+	for (unsigned cpu = 0; cpu < std::min(cpus, 4u); cpu++) {
+		hammers.emplace_back([&, cpu] {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+			while (!stop.load(std::memory_order_relaxed)) {
+				uint32_t c = __atomic_load_n(&hdr->consumer,
+							     __ATOMIC_ACQUIRE);
+				__atomic_store_n(&hdr->producer, c + slots,
+						 __ATOMIC_RELEASE);
+				rounds.fetch_add(1, std::memory_order_relaxed);
+			}
+		});
+	}
 	// Let the hammer run first, then fail the QP under it.
 	std::this_thread::sleep_for(Ms(100));
 	const auto t0 = std::chrono::steady_clock::now();
@@ -983,7 +997,8 @@ TEST_F(QpState, FlushEndsWhileUserMovesRqProducer)
 	const uint32_t during = __atomic_load_n(&hdr->consumer,
 						__ATOMIC_ACQUIRE);
 	stop = true;
-	hammer.join();
+	for (std::thread &t : hammers)
+		t.join();
 	// Give the ring back to the provider's view: what it posted.
 	const uint32_t end = __atomic_load_n(&hdr->consumer, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&hdr->producer, end, __ATOMIC_RELEASE);

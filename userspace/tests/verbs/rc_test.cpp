@@ -689,18 +689,17 @@ TEST_P(Rc, PathMtuStaysWhenNetdevMtuRises)
 	Buf src(A().pd, n), dst(Peer().pd, n), back(A().pd, n);
 	fill(src.p, n, 1500);
 	fill(dst.p, n, 1501);
+	// The netdev takes 9000 bytes now; messages go out (cut at the QP's
+	// 1400-byte segment), and while they are under way A's QP sees an
+	// unrelated modify.
+	ASSERT_TRUE(netdev.set(9000));
 	ASSERT_EQ(post_recv(qb.qp, {dst.sge(0, n / 2)}, 1), 0);
 	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n / 2, 1)), 0);
 	ASSERT_EQ(post_send(qa.qp, read_wr(back, 0, dst, n / 2, n / 2, 2)), 0);
-	// While they are under way: the netdev takes 9000 bytes, and both QPs
-	// see an unrelated modify.
-	ASSERT_TRUE(netdev.set(9000));
 	ibv_qp_attr a{};
 	a.qp_state = IBV_QPS_RTS;
 	a.min_rnr_timer = 2;
 	ASSERT_EQ(ibv_modify_qp(qa.qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER),
-		  0);
-	ASSERT_EQ(ibv_modify_qp(qb.qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER),
 		  0);
 	EXPECT_TRUE(poll_ok(qa.scq, 2, 1));
 	EXPECT_WC(poll1(qb.rcq), 1, IBV_WC_SUCCESS, IBV_WC_RECV);

@@ -744,10 +744,10 @@ void duplicate_read_larger_than_original(Env& env) {
         cum = psn_next(cum);
     }
     // "The READ at r again", asking 3 packets: r + 1 and r + 2 were WRITEs. Dropped.
-    expect_unknown_duplicate_read(
-        c, c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 3 * mtu, 0, 0,
-                          flag::kAckReq | flag::kRetx),
-        cum);
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 3 * mtu,
+                                                 0, 0, flag::kAckReq | flag::kRetx),
+                                  cum);
     // The same READ asked again as it was: answered, exactly (a re-read).
     c.send(c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 100, 0, 0,
                           flag::kAckReq | flag::kRetx));
@@ -763,16 +763,15 @@ void duplicate_read_other_message(Env& env) {
     const std::uint32_t mtu = c.mtu();
     const std::uint64_t va = c.mr().addr() + 0x5000;
     expect_unknown_duplicate_read(c,
-                                  c.read_request(psn_next(r), va + mtu + 8, c.mr().rkey(), mtu,
-                                                 mtu, 0, flag::kAckReq | flag::kRetx),
+                                  c.read_request(psn_next(r), va + mtu + 8, c.mr().rkey(), mtu, mtu,
+                                                 0, flag::kAckReq | flag::kRetx),
                                   cum);
+    expect_unknown_duplicate_read(
+        c, c.read_request(psn_next(r), va, c.mr().rkey(), mtu, 0, 0, flag::kAckReq | flag::kRetx),
+        cum);
     expect_unknown_duplicate_read(c,
-                                  c.read_request(psn_next(r), va, c.mr().rkey(), mtu, 0, 0,
+                                  c.read_request(psn_next(r), va + mtu, c.mr().rkey(), mtu, mtu, 7,
                                                  flag::kAckReq | flag::kRetx),
-                                  cum);
-    expect_unknown_duplicate_read(c,
-                                  c.read_request(psn_next(r), va + mtu, c.mr().rkey(), mtu, mtu,
-                                                 7, flag::kAckReq | flag::kRetx),
                                   cum);
 }
 

@@ -339,9 +339,9 @@ void send_offset_boundaries(Env& env) {
         {mtu, 2 * mtu - 1, mtu},                      // offset + payload one past msg_len
     };
     for (const Variant& v : variants) {
-        Packet p = c.base(Opcode::Send, d.next_psn(),
-                          (v.addr + v.payload == v.msg_len ? flag::kLast : 0) |
-                              (v.addr == 0 ? flag::kFirst : 0));
+        Packet p = c.base(
+            Opcode::Send, d.next_psn(),
+            (v.addr + v.payload == v.msg_len ? flag::kLast : 0) | (v.addr == 0 ? flag::kFirst : 0));
         p.ext = Deth{v.addr, 0, 0, v.msg_len, 0};
         p.payload = bytes_of(v.payload, v.addr);
         d.drop(p);
