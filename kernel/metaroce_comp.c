@@ -599,10 +599,15 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	}
 	swqe = &req->swqes[e->swqe];
 	k = soft_psn_diff(pkt->psn, swqe->first_psn);
+	/* Response k of the READ: never past its end, whatever came in. */
+	if (swqe->wire_op != METAROCE_OP_READ_REQ || k >= swqe->npkts) {
+		metaroce_count(qp->mdev, RX_MALFORMED);
+		goto out;
+	}
 	offset = k * qp->mtu;
-	len = min(qp->mtu, swqe->length - offset);
-	if (swqe->wire_op != METAROCE_OP_READ_REQ ||
-	    pkt->deth.addr != offset || pkt->payload_len != len) {
+	len = offset < swqe->length ? min(qp->mtu, swqe->length - offset) : 0;
+	if (offset > swqe->length || pkt->deth.addr != offset ||
+	    pkt->payload_len != len) {
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}

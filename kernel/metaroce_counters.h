@@ -24,6 +24,7 @@ enum metaroce_counter {
 	METAROCE_CNT_RX_BAD_STATE,	/* QP state does not accept it */
 	METAROCE_CNT_RX_BAD_PEER,	/* not from the connected peer */
 	METAROCE_CNT_RX_DUPLICATE,
+	METAROCE_CNT_RX_DUPLICATE_READ_UNKNOWN,	/* not a READ it remembers */
 	METAROCE_CNT_RX_OUT_OF_WINDOW,
 	METAROCE_CNT_RX_OUT_OF_ORDER,	/* placed ahead of a gap */
 	METAROCE_CNT_RX_ACK_INVALID,	/* ACK for PSNs never sent */

@@ -250,7 +250,9 @@ int soft_attach_sges(struct soft_swqe *swqe, u32 offset, u32 len,
 
 /*
  * Scatters @len bytes of @skb at @skb_offset into the SGEs, from byte
- * @offset of the buffer they describe. The caller checked the capacity.
+ * @offset of the buffer they describe. The caller checked the capacity;
+ * bytes past the last SGE are refused all the same (-EINVAL), never
+ * placed through a slot past the list.
  */
 int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 		       u32 num_sge, u32 offset, const struct sk_buff *skb,
@@ -260,7 +262,11 @@ int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 	int err;
 
 	for (i = sge_seek(sge, num_sge, offset, &in); len; i++, in = 0) {
-		u32 chunk = min(len, sge[i].length - in);
+		u32 chunk;
+
+		if (i >= num_sge)
+			return -EINVAL;
+		chunk = min(len, sge[i].length - in);
 
 		err = metaroce_mr_copy_from_skb(mr[i], sge[i].addr + in, skb,
 						skb_offset, chunk);

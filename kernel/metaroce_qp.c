@@ -311,7 +311,14 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	apply_attr(qp, attr, mask, &av);
-	qp->mtu = packet_payload(qp);
+	/*
+	 * An RC QP's messages are segmented at its path MTU: it changes only
+	 * when the user sets one (INIT to RTR), never with the netdev's MTU
+	 * on another modify, under messages in flight. A UD message is one
+	 * packet: it follows the netdev.
+	 */
+	if (qp->ibqp.qp_type != IB_QPT_RC || (mask & IB_QP_PATH_MTU))
+		qp->mtu = packet_payload(qp);
 	err = metaroce_qp_set_state(qp, new_state);
 out:
 	mutex_unlock(&qp->modify_lock);

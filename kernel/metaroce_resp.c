@@ -49,6 +49,7 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp)
 	release_reads(resp);
 	resp->read_head = 0;
 	resp->read_tail = 0;
+	memset(resp->seen_reads, 0, sizeof(resp->seen_reads));
 	resp->cum = qp->attr.rq_psn;
 	bitmap_zero(resp->rcvd, SOFT_RX_RING);
 	resp->msn_done = 0;
@@ -195,7 +196,11 @@ static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
 	return RX_PLACED;
 }
 
-/* SEND packets, and the last packet of a WRITE with immediate. */
+/*
+ * SEND packets, and the last packet of a WRITE with immediate. A SEND's
+ * offset + payload is at most its msg_len (checked, without wrapping, when
+ * it was parsed), so placing it needs only msg_len within the capacity.
+ */
 static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 				  struct soft_pkt_info *pkt, bool *rnr)
 {
@@ -272,8 +277,108 @@ static bool read_slot_free(const struct soft_resp *resp,
 	       head_read_waits(resp);
 }
 
+/* The READ a READ_REQ belongs to, and the PSNs it asks for, as a run. */
+static void read_run(const struct metaroce_qp *qp,
+		     const struct soft_pkt_info *pkt, u32 npkts,
+		     struct soft_read_seen *run)
+{
+	run->base = pkt->rreq.va - pkt->rreq.offset;
+	run->rkey = pkt->rreq.rkey;
+	run->msn = pkt->rreq.msn;
+	run->psn0 = soft_psn_add(pkt->psn, -(pkt->rreq.offset / qp->mtu));
+	run->first = pkt->psn;
+	run->npkts = npkts;
+}
+
+static bool same_read(const struct soft_read_seen *a,
+		      const struct soft_read_seen *b)
+{
+	return a->npkts && a->base == b->base && a->rkey == b->rkey &&
+	       a->msn == b->msn && a->psn0 == b->psn0;
+}
+
+/*
+ * Records the run of an accepted READ_REQ, joined with a run of the same
+ * READ it overlaps or touches. A new READ takes a free record or the one
+ * that ended longest ago; a run keeps its last SOFT_RX_RING PSNs, which
+ * is as far behind cum as a requester re-reads.
+ */
+static void remember_read(struct soft_resp *resp, const struct metaroce_qp *qp,
+			  const struct soft_pkt_info *pkt, u32 npkts)
+{
+	struct soft_read_seen run, *r, *victim = NULL;
+	s32 oldest = S32_MAX;
+	int i;
+
+	read_run(qp, pkt, npkts, &run);
+	for (i = 0; i < SOFT_READ_HISTORY; i++) {
+		s32 start, end, age;
+
+		r = &resp->seen_reads[i];
+		if (same_read(r, &run)) {
+			start = soft_psn_diff(run.first, r->first);
+			end = soft_psn_diff(soft_psn_add(run.first, run.npkts),
+					    r->first);
+			if (start <= (s32)r->npkts && end >= 0) {
+				start = min(start, 0);
+				end = max_t(s32, end, r->npkts);
+				r->first = soft_psn_add(r->first, start);
+				r->npkts = end - start;
+				if (r->npkts > SOFT_RX_RING) {
+					r->first = soft_psn_add(r->first, r->npkts -
+								SOFT_RX_RING);
+					r->npkts = SOFT_RX_RING;
+				}
+				return;
+			}
+		}
+		age = r->npkts ? soft_psn_diff(soft_psn_add(r->first, r->npkts),
+					       resp->cum) : S32_MIN;
+		if (age < oldest) {
+			oldest = age;
+			victim = r;
+		}
+	}
+	run.npkts = min_t(u32, run.npkts, SOFT_RX_RING);
+	*victim = run;
+}
+
+/*
+ * Whether a READ_REQ behind cum repeats a READ accepted before: the PSNs
+ * it asks for that are behind cum all lie in one remembered run of the
+ * same READ (rkey, MSN, address and PSN of byte 0). The PSNs from cum on
+ * are new ones (a re-read that reaches into a part whose request was lost).
+ */
+static bool read_remembered(const struct soft_resp *resp,
+			    const struct metaroce_qp *qp,
+			    const struct soft_pkt_info *pkt, u32 npkts)
+{
+	s32 behind = soft_psn_diff(resp->cum, pkt->psn);
+	struct soft_read_seen run;
+	int i;
+
+	if (pkt->rreq.offset % qp->mtu || behind <= 0 || behind > SOFT_RX_RING)
+		return false;
+	read_run(qp, pkt, min_t(u32, npkts, behind), &run);
+	for (i = 0; i < SOFT_READ_HISTORY; i++) {
+		const struct soft_read_seen *r = &resp->seen_reads[i];
+		s32 start = soft_psn_diff(run.first, r->first);
+
+		if (same_read(r, &run) && start >= 0 &&
+		    start + run.npkts <= r->npkts)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Takes a READ_REQ part. A refusal of a new one NAKs and fails the QP; a
+ * duplicate (@duplicate, behind cum) is never refused: it is dropped and
+ * counted, as a request the responder cannot tell from a forged one.
+ */
 static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
-				   struct soft_pkt_info *pkt, u32 *npkts)
+				   struct soft_pkt_info *pkt, u32 *npkts,
+				   bool duplicate)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_resp *resp = &sqp->resp;
@@ -282,6 +387,8 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	bool run_first;
 
 	*npkts = soft_npkts(pkt->rreq.len, qp->mtu);
+	if (duplicate && !read_remembered(resp, qp, pkt, *npkts))
+		goto unknown;
 	if (pkt->rreq.offset % qp->mtu) {
 		refuse(sqp, pkt, METAROCE_NAK_INVALID_REQ);
 		return RX_REFUSED;
@@ -296,9 +403,12 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 				IB_ACCESS_REMOTE_READ)) {
 		if (mr)
 			metaroce_mr_put(mr);
+		if (duplicate)
+			goto unknown;
 		refuse(sqp, pkt, METAROCE_NAK_REMOTE_ACCESS);
 		return RX_REFUSED;
 	}
+	remember_read(resp, qp, pkt, *npkts);
 	/*
 	 * A READ whose turn has come (a re-read, or the request the parts at
 	 * the head wait for) goes first, ahead of parts still waiting for
@@ -320,6 +430,10 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	r->retx = pkt->flags & METAROCE_F_RETX;
 	r->done = false;
 	return RX_PLACED;
+
+unknown:
+	metaroce_count(qp->mdev, RX_DUPLICATE_READ_UNKNOWN);
+	return RX_DROPPED;
 }
 
 /*
@@ -347,21 +461,27 @@ static void mark_received(struct soft_resp *resp, u32 psn, u32 n)
 }
 
 /*
- * A duplicate READ_REQ is answered again, and the PSNs it covers from cum
- * on are marked (a re-read may reach past what arrived); other duplicates
- * are only acknowledged.
+ * A duplicate READ_REQ behind cum is answered again if it repeats a READ
+ * accepted before, and the PSNs it covers from cum on are marked (a re-read
+ * may reach past what arrived); any other is dropped without an answer.
+ * Other duplicates are only acknowledged.
  */
 static void rx_duplicate(struct metaroce_soft_qp *sqp,
 			 struct soft_pkt_info *pkt)
 {
 	struct soft_resp *resp = &sqp->resp;
 	s32 behind = soft_psn_diff(resp->cum, pkt->psn);
+	enum rx_verdict verdict;
 	u32 npkts;
 
 	metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
-	if (pkt->opcode == METAROCE_OP_READ_REQ && behind > 0 &&
-	    rx_read_req(sqp, pkt, &npkts) == RX_PLACED && npkts > behind)
-		mark_received(resp, resp->cum, npkts - behind);
+	if (pkt->opcode == METAROCE_OP_READ_REQ && behind > 0) {
+		verdict = rx_read_req(sqp, pkt, &npkts, true);
+		if (verdict != RX_PLACED)
+			return;
+		if (npkts > behind)
+			mark_received(resp, resp->cum, npkts - behind);
+	}
 	resp->ack_due = true;
 }
 
@@ -408,7 +528,7 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		verdict = rx_message(sqp, pkt, &rnr);
 		break;
 	default:
-		verdict = rx_read_req(sqp, pkt, &n);
+		verdict = rx_read_req(sqp, pkt, &n, false);
 		break;
 	}
 	if (verdict == RX_DROPPED)
@@ -570,15 +690,21 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 	return sent;
 }
 
-/* The QP is in the error state: every receive WQE completes flushed. */
+/*
+ * The QP is in the error state: every receive WQE completes flushed. The
+ * producer is read once: user space may move it all the time, and each
+ * doorbell of a receive posted later brings another flush.
+ */
 void soft_resp_flush(struct metaroce_soft_qp *sqp)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_resp *resp = &sqp->resp;
+	u32 avail;
 
 	spin_lock_bh(&resp->lock);
 	release_reads(resp);
-	while (metaroce_queue_available(&qp->rq)) {
+	avail = metaroce_queue_available(&qp->rq);
+	while (avail--) {
 		struct soft_rwqe *rwqe = &resp->rwqes[qp->rq.own_index &
 						      (qp->rq.num_slots - 1)];
 

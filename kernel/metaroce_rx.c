@@ -130,24 +130,33 @@ static bool parse_ack(struct soft_pkt_info *pkt, const struct metaroce_ack *a)
 	       pkt->ack.syndrome <= METAROCE_NAK_VERSION;
 }
 
-/* Data packets: the payload must fit the message it claims to be part of. */
+/*
+ * Data packets: the payload must fit the message it claims to be part of.
+ * Written so that no sum can wrap, whatever the address: once this holds,
+ * a SEND's or READ response's offset fits 32 bits and offset + payload is
+ * at most msg_len, which is all placement relies on.
+ */
 static bool data_consistent(const struct soft_pkt_info *pkt)
 {
-	u64 end;
-
 	if (pkt->payload_len > MAX_PAYLOAD)
 		return false;
 	switch (pkt->opcode) {
 	case METAROCE_OP_SEND:
 	case METAROCE_OP_READ_RESP:
-		end = pkt->deth.addr + pkt->payload_len;
-		return end <= pkt->deth.msg_len;
+		return pkt->deth.addr <= pkt->deth.msg_len &&
+		       pkt->payload_len <= pkt->deth.msg_len - pkt->deth.addr;
 	case METAROCE_OP_WRITE:
 		return pkt->payload_len <= pkt->deth.msg_len;
 	case METAROCE_OP_UD_SEND:
 		return !pkt->deth.addr && pkt->payload_len == pkt->deth.msg_len;
 	}
 	return true;
+}
+
+/* A READ ends within the largest message, so its PSN count fits too. */
+static bool rreq_consistent(const struct soft_pkt_info *pkt)
+{
+	return (u64)pkt->rreq.offset + pkt->rreq.len <= METAROCE_MAX_MSG_SIZE;
 }
 
 static void read_addresses(struct sk_buff *skb, struct soft_pkt_info *pkt)
@@ -251,6 +260,8 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 	case METAROCE_DETH_LEN:
 		if (pkt->opcode == METAROCE_OP_READ_REQ) {
 			parse_rreq(pkt, &ext.rreq);
+			if (!rreq_consistent(pkt))
+				goto malformed;
 			break;
 		}
 		parse_deth(pkt, &ext.deth);

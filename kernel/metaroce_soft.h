@@ -23,6 +23,8 @@
 #define SOFT_READ_PART		64
 /* READ_REQ parts a responder holds at once. */
 #define SOFT_MAX_READS		METAROCE_MAX_RD_ATOMIC
+/* READs a responder remembers, to answer only true duplicates of them. */
+#define SOFT_READ_HISTORY	METAROCE_MAX_RD_ATOMIC
 /*
  * ACK, loss detection and RTO counts and times are the protocol's defaults
  * (METAROCE_* in metaroce_wire.h), shared with the C++ model.
@@ -194,6 +196,20 @@ struct soft_read {
 	bool done;			/* all sent; leaves at the head */
 };
 
+/*
+ * A run of response PSNs of one READ the responder accepted (protocol.md
+ * section 5): the READ is named by its rkey, MSN, the address of its byte 0
+ * and the PSN of its response packet 0; the run is [first, first + npkts).
+ */
+struct soft_read_seen {
+	u64 base;			/* va - offset */
+	u32 rkey;
+	u32 msn;
+	u32 psn0;			/* psn - offset / mtu */
+	u32 first;
+	u32 npkts;			/* 0: unused */
+};
+
 struct soft_resp {
 	spinlock_t lock;		/* everything below; softirq and worker */
 	u32 cum;			/* first PSN not received */
@@ -204,6 +220,8 @@ struct soft_resp {
 	struct soft_read reads[SOFT_MAX_READS];
 	u32 read_head;
 	u32 read_tail;
+	/* READs accepted lately: only these are answered again. */
+	struct soft_read_seen seen_reads[SOFT_READ_HISTORY];
 	/*
 	 * A request refused (bad key, length, ...): the NAK goes out, and the
 	 * QP fails, once everything before it has arrived.
@@ -282,10 +300,10 @@ struct soft_pkt_info {
 	u8 smac[ETH_ALEN];
 };
 
-/* Packets of @len bytes at @mtu per packet: at least one. */
+/* Packets of @len bytes at @mtu per packet: at least one. Cannot wrap. */
 static inline u32 soft_npkts(u32 len, u32 mtu)
 {
-	return len ? DIV_ROUND_UP(len, mtu) : 1;
+	return len ? len / mtu + !!(len % mtu) : 1;
 }
 
 static inline u32 soft_psn_add(u32 psn, u32 n)

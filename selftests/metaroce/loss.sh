@@ -48,10 +48,18 @@ all_ops() {
 	xfer write && xfer read && xfer send
 }
 
+# A requester's re-reads are duplicates the responder remembers: none of them
+# may be dropped as unknown (protocol.md section 5).
+no_unknown_rereads() {
+	counter mr1 rereads >&2
+	counter mr2 rx_duplicate_read_unknown | tee /dev/stderr | grep -q ' 0$'
+}
+
 with_loss() {
 	impair loss "$1%"
 	all_ops
 	impair
+	no_unknown_rereads
 }
 
 test_reorder() {

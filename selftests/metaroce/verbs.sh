@@ -10,7 +10,8 @@
 # Environment: METAROCE_VERBS_TEST (the program; default: next to the
 # provider RDMAV_DRIVERS names, else build/userspace/tests/verbs),
 # METAROCE_VERBS_TIMEOUT (seconds for one run of the program, default 600),
-# METAROCE_VERBS_BIG_MIB, METAROCE_VERBS_TIME_SCALE (passed on).
+# METAROCE_VERBS_BIG_MIB, METAROCE_VERBS_TIME_SCALE, METAROCE_VERBS_HAMMER_S
+# (passed on).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
@@ -75,6 +76,7 @@ run_all() {
 		done <"$LIST"
 		[[ -n $filter ]] || break
 		METAROCE_DEV_A=mr1 METAROCE_DEV_B=mr2 \
+			METAROCE_VERBS_NETDEV_MTU_A="ip -n ns1 link set dev veth0 mtu" \
 			timeout -k 10 "${METAROCE_VERBS_TIMEOUT:-600}" \
 			"$BIN" --gtest_color=no "${GTEST_ARGS[@]}" \
 			--gtest_filter="$filter" 2>&1 | tee "$out"

@@ -170,9 +170,12 @@ std::optional<ParseError> check_deth(const Bth& bth, const Deth& d, std::uint32_
     }
 }
 
+// The largest message, as in IB: a READ ends within it (section 12).
+constexpr std::uint64_t kMaxMessageSize = std::uint64_t{1} << 31;
+
 std::optional<ParseError> check_rreq(const ReadReq& r, std::uint32_t mtu) {
     if (r.offset % mtu != 0) return ParseError::InconsistentLength;
-    if (std::uint64_t{r.offset} + r.len > std::numeric_limits<std::uint32_t>::max()) {
+    if (std::uint64_t{r.offset} + r.len > kMaxMessageSize) {
         return ParseError::InconsistentLength;
     }
     if (r.va > std::numeric_limits<std::uint64_t>::max() - r.len) {

@@ -192,6 +192,12 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
         ++counters_.duplicates;
         ++counters_.duplicate_reads;
     }
+    // Behind cum_psn only a READ accepted before is answered again, and only for PSNs it
+    // covered (a forged one, or one asking more, gets nothing); never a NAK (section 5).
+    if (started_behind && !read_remembered(psn, request, packets)) {
+        ++counters_.duplicate_reads_unknown;
+        return;
+    }
     // A duplicate whose original still waits for cum_psn is answered by that original.
     if (fresh == 0 && !started_behind) {
         send_ack(Syndrome::Ack, 0, 0, now);
@@ -199,6 +205,10 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     }
     if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
         AccessResult::Ok) {
+        if (started_behind) {
+            ++counters_.duplicate_reads_unknown;
+            return;
+        }
         ++counters_.access_naks;
         send_ack(Syndrome::RemoteAccess, psn, 0, now);
         fail(std::nullopt);
@@ -206,6 +216,7 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     }
     if (fresh == 0) {
         // Reads are idempotent: the original ran already (cum_psn passed it), run it again.
+        remember_read(psn, request, packets);
         execute_read(read, /*again=*/true, now);
         send_ack(Syndrome::Ack, 0, 0, now);
         return;
@@ -224,6 +235,7 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
             MessageEnd{MessageKind::Read, request.msn, request.len, std::nullopt, false};
     }
     pending_reads_.push_back(read);
+    remember_read(psn, request, packets);
     bool completed_wqe = false;
     for (std::uint32_t k = 0; k < packets && !error_; ++k) {
         const Psn p = psn_add(psn, k);
@@ -283,6 +295,67 @@ bool Receiver::complete_message(const MessageEnd& end, Psn last_psn, TimeUs now)
     c.solicited = end.solicited;
     completions_.push_back(std::move(c));
     return true;
+}
+
+Receiver::ReadRun Receiver::read_run(Psn psn, const ReadReq& request, std::uint32_t packets) const {
+    return ReadRun{.base = request.va - request.offset,
+                   .rkey = request.rkey,
+                   .msn = request.msn,
+                   .psn0 = psn_add(psn, -static_cast<std::int64_t>(request.offset / config_.mtu)),
+                   .first = psn,
+                   .packets = packets};
+}
+
+namespace {
+bool same_read(const auto& a, const auto& b) {
+    return a.base == b.base && a.rkey == b.rkey && a.msn == b.msn && a.psn0 == b.psn0;
+}
+}  // namespace
+
+void Receiver::remember_read(Psn psn, const ReadReq& request, std::uint32_t packets) {
+    constexpr std::int64_t kKeep = 2 * METAROCE_SACK_BITS;  // as far back as re-reads go
+    const ReadRun run = read_run(psn, request, packets);
+    for (ReadRun& r : read_runs_) {
+        if (!same_read(r, run)) continue;
+        std::int64_t start = psn_diff(run.first, r.first);
+        std::int64_t end = start + run.packets;
+        if (start > r.packets || end < 0) continue;
+        start = std::min<std::int64_t>(start, 0);
+        end = std::max<std::int64_t>(end, r.packets);
+        r.first = psn_add(r.first, start);
+        if (end - start > kKeep) {
+            r.first = psn_add(r.first, end - start - kKeep);
+            start = end - kKeep;
+        }
+        r.packets = static_cast<std::uint32_t>(end - start);
+        return;
+    }
+    ReadRun fresh = run;
+    fresh.packets = static_cast<std::uint32_t>(std::min<std::int64_t>(fresh.packets, kKeep));
+    if (read_runs_.size() < kReadHistory) {
+        read_runs_.push_back(fresh);
+        return;
+    }
+    // Replace the run that ended longest ago.
+    const Psn cum = window_.cum_psn();
+    auto oldest = std::min_element(read_runs_.begin(), read_runs_.end(),
+                                   [cum](const ReadRun& a, const ReadRun& b) {
+                                       return psn_diff(psn_add(a.first, a.packets), cum) <
+                                              psn_diff(psn_add(b.first, b.packets), cum);
+                                   });
+    *oldest = fresh;
+}
+
+bool Receiver::read_remembered(Psn psn, const ReadReq& request, std::uint32_t packets) const {
+    const std::int32_t behind = psn_diff(window_.cum_psn(), psn);
+    if (behind <= 0 || behind > static_cast<std::int32_t>(2 * METAROCE_SACK_BITS)) return false;
+    const ReadRun run =
+        read_run(psn, request, std::min(packets, static_cast<std::uint32_t>(behind)));
+    return std::any_of(read_runs_.begin(), read_runs_.end(), [&](const ReadRun& r) {
+        const std::int32_t start = psn_diff(run.first, r.first);
+        return same_read(r, run) && start >= 0 &&
+               static_cast<std::int64_t>(start) + run.packets <= r.packets;
+    });
 }
 
 void Receiver::execute_ready_reads(TimeUs now) {
@@ -416,6 +489,7 @@ void Receiver::fail(std::optional<FailedWqe> failed) {
     }
     wqes_.clear();
     pending_reads_.clear();
+    read_runs_.clear();
     message_ends_.fill(std::nullopt);
     delayed_ack_at_.reset();
 }

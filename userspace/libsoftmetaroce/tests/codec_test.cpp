@@ -380,6 +380,12 @@ TEST(Codec, InconsistentLength) {
     rreq.rreq().len = 0x1000;
     EXPECT_EQ(error_of(rreq), ParseError::InconsistentLength);
     rreq = read_request();
+    rreq.rreq().len = 0x80000001u;  // past the largest message, 2^31
+    EXPECT_EQ(error_of(rreq), ParseError::InconsistentLength);
+    rreq = read_request();
+    rreq.rreq().len = 0x80000000u;  // exactly the largest message
+    EXPECT_EQ(error_of(rreq), std::nullopt);
+    rreq = read_request();
     rreq.rreq().va = 0xfffffffffffff000ull;
     rreq.rreq().len = 0x2000;
     EXPECT_EQ(error_of(rreq), ParseError::InconsistentLength);

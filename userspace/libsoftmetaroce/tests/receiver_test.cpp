@@ -491,6 +491,57 @@ TEST_F(ReceiverTest, ReReadCoveringUnreceivedPsnsMarksThem) {
     EXPECT_EQ(late.back().bth.psn, 103u);
 }
 
+// Behind cum_psn only a READ accepted before is answered again, and only for the PSNs it
+// covered (section 5): a forged or different "duplicate" gets nothing, no NAK, no error.
+TEST_F(ReceiverTest, DuplicateReadsOnlyOfReadsRemembered) {
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    deliver(read_request(101, kReadBase, kReadKey, 100, 1));  // 101
+    deliver(write_message(102, kWriteBase, pattern_bytes(4, 2), 0)[0]);
+    deliver(write_message(103, kWriteBase, pattern_bytes(4, 3), 0)[0]);
+    ASSERT_EQ(rx->window().cum_psn(), 104u);
+    sent();
+    const auto expect_dropped = [&](const Packet& p, std::uint64_t count) {
+        deliver(p);
+        const auto out = sent();
+        EXPECT_TRUE(of_opcode(out, Opcode::ReadResponse).empty()) << "READ_REQ at " << p.bth.psn;
+        for (const Packet& a : of_opcode(out, Opcode::Ack)) EXPECT_FALSE(a.ack().is_nak());
+        EXPECT_FALSE(rx->in_error());
+        EXPECT_EQ(rx->counters().duplicate_reads_unknown, count);
+    };
+    const std::uint8_t retx = kAckReq | kRetx;
+    // A WRITE's PSN; far behind; a bad rkey; more PSNs than the READ had; another address.
+    expect_dropped(read_request(100, kReadBase, kReadKey, 100, 1, 0, retx), 1);
+    expect_dropped(read_request(psn_add(100, -1000), kReadBase, kReadKey,
+                                static_cast<std::uint32_t>(kRegionSize), 1),
+                   2);
+    expect_dropped(read_request(101, kReadBase, 0x99, 100, 1, 0, retx), 3);
+    expect_dropped(read_request(101, kReadBase, kReadKey, 3 * kMtu, 1, 0, retx), 4);
+    expect_dropped(read_request(101, kReadBase + 8, kReadKey, 100, 1, 0, retx), 5);
+    expect_dropped(read_request(101, kReadBase, kReadKey, 100, 2, 0, retx), 6);
+    // The READ as it was: answered again.
+    deliver(read_request(101, kReadBase, kReadKey, 100, 1, 0, retx));
+    const auto responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 1u);
+    EXPECT_EQ(responses[0].bth.psn, 101u);
+    EXPECT_TRUE(responses[0].bth.has(kRetx));
+    EXPECT_EQ(rx->counters().duplicate_reads_unknown, 6u);
+    EXPECT_EQ(rx->window().cum_psn(), 104u);
+}
+
+// A READ asked for in parts is remembered as one run: a re-read across the parts is answered.
+TEST_F(ReceiverTest, ReReadAcrossPartsOfOneReadIsAnswered) {
+    deliver(read_request(100, kReadBase, kReadKey, 2 * kMtu, 3));
+    deliver(read_request(102, kReadBase + 2 * kMtu, kReadKey, 2 * kMtu, 3, 2 * kMtu));
+    ASSERT_EQ(rx->window().cum_psn(), 104u);
+    sent();
+    deliver(read_request(101, kReadBase + kMtu, kReadKey, 2 * kMtu, 3, kMtu, kAckReq | kRetx));
+    const auto responses = of_opcode(sent(), Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 2u);
+    EXPECT_EQ(responses[0].bth.psn, 101u);
+    EXPECT_EQ(responses[1].bth.psn, 102u);
+    EXPECT_EQ(rx->counters().duplicate_reads_unknown, 0u);
+}
+
 TEST_F(ReceiverTest, ReadAtCumPsnIsAcceptedWhenTheReadsHeldWaitForIt) {
     config.max_dest_rd_atomic = 2;
     rx = std::make_unique<Receiver>(config, memory);

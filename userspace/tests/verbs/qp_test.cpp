@@ -3,6 +3,14 @@
 // Queue pairs: creation limits, the RC state machine with its attribute
 // checks, query_qp, SQD (drain), the error state (flush) and RESET, posting
 // in each state, and the ibv_qp_ex work-request API.
+#include <rdma/metaroce_abi.h>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -902,6 +910,111 @@ TEST_F(QpState, ErrorFlushesEverythingResetClears)
 	EXPECT_EQ(wc.byte_len, 4096u);
 	EXPECT_TRUE(has_pattern(dst.p, 4096, 13));
 	EXPECT_TRUE(has_pattern(dst.p + 4096, 4096, 13));
+}
+
+// The header of the receive ring of a QP whose producer is @posted and
+// consumer 0: found among the uverbs mappings (the test has no handle on
+// the provider's rings), or nullptr.
+static volatile metaroce_queue_hdr *find_rq_header(uint32_t posted)
+{
+	FILE *maps = fopen("/proc/self/maps", "r");
+	volatile metaroce_queue_hdr *found = nullptr;
+	char line[512];
+	int matches = 0;
+
+	if (!maps)
+		return nullptr;
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long start, end;
+
+		if (!strstr(line, "/dev/infiniband/uverbs") ||
+		    sscanf(line, "%lx-%lx", &start, &end) != 2 ||
+		    end - start < sizeof(metaroce_queue_hdr))
+			continue;
+		auto *hdr = reinterpret_cast<volatile metaroce_queue_hdr *>(start);
+		if (hdr->producer == posted && hdr->consumer == 0) {
+			found = hdr;
+			matches++;
+		}
+	}
+	fclose(maps);
+	return matches == 1 ? found : nullptr;
+}
+
+// A process that keeps moving its RQ producer ahead while the QP goes to
+// ERR (issue 13, finding 3): the flush takes what was posted when it
+// looked, once, and ends; it does not chase the producer with the lock
+// held (a soft lockup once it runs 20 s). METAROCE_VERBS_HAMMER_S sets how
+// long the producer moves (default 3 s).
+TEST_F(QpState, FlushEndsWhileUserMovesRqProducer)
+{
+	const uint32_t posted = 37;
+	// A large ring: the old loop ran as long as one of the movers (one
+	// per CPU: one is off the worker's) ran at least once a ring's time.
+	Qp qa(A(), {.recv_wr = 4096, .rcqe = 16384});
+	Buf dst(A().pd, 4096);
+	ASSERT_EQ(rc_init(qa, kRcAccess), 0);
+	for (uint32_t i = 0; i < posted; i++)
+		ASSERT_EQ(post_recv(qa.qp, {dst.sge(0, 64)}, i), 0);
+	ibv_qp_attr qattr{};
+	ibv_qp_init_attr ia{};
+	ASSERT_EQ(ibv_query_qp(qa.qp, &qattr, IBV_QP_CAP, &ia), 0);
+	const uint32_t slots = qattr.cap.max_recv_wr;
+	volatile metaroce_queue_hdr *hdr = find_rq_header(posted);
+	if (!hdr)
+		GTEST_SKIP() << "the RQ ring is not found among the mappings";
+
+	const char *env = getenv("METAROCE_VERBS_HAMMER_S");
+	const double secs = env ? atof(env) : 3.0;
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> rounds{0};
+	const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+	std::vector<std::thread> hammers;
+	for (unsigned cpu = 0; cpu < std::min(cpus, 4u); cpu++) {
+		hammers.emplace_back([&, cpu] {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+			while (!stop.load(std::memory_order_relaxed)) {
+				uint32_t c = __atomic_load_n(&hdr->consumer,
+							     __ATOMIC_ACQUIRE);
+				__atomic_store_n(&hdr->producer, c + slots,
+						 __ATOMIC_RELEASE);
+				rounds.fetch_add(1, std::memory_order_relaxed);
+			}
+		});
+	}
+	// Let the hammer run first, then fail the QP under it.
+	std::this_thread::sleep_for(Ms(100));
+	const auto t0 = std::chrono::steady_clock::now();
+	ibv_qp_attr a{};
+	a.qp_state = IBV_QPS_ERR;
+	const int err = ibv_modify_qp(qa.qp, &a, IBV_QP_STATE);
+	const double modify_ms = ms_since(t0);
+	std::this_thread::sleep_for(
+		std::chrono::duration<double>(secs));
+	const uint32_t during = __atomic_load_n(&hdr->consumer,
+						__ATOMIC_ACQUIRE);
+	stop = true;
+	for (std::thread &t : hammers)
+		t.join();
+	// Give the ring back to the provider's view: what it posted.
+	const uint32_t end = __atomic_load_n(&hdr->consumer, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&hdr->producer, end, __ATOMIC_RELEASE);
+	ASSERT_EQ(err, 0) << errstr(err);
+	note("flush_modify_ms", modify_ms);
+	note("flush_consumed_while_hammered", during);
+	note("flush_hammer_rounds", static_cast<double>(rounds.load()));
+	// One flush of at most a ring's worth (and one more from a doorbell
+	// at most), however long the producer moved.
+	EXPECT_LE(during, 2 * slots)
+		<< "the flush consumed " << during << " receives of a " << slots
+		<< "-slot ring while user space moved the producer";
+	std::this_thread::sleep_for(Ms(200));
+	EXPECT_EQ(__atomic_load_n(&hdr->consumer, __ATOMIC_ACQUIRE), end)
+		<< "the flush went on after the producer stopped moving";
+	EXPECT_EQ(qa.state(), IBV_QPS_ERR);
 }
 
 // ERR while data is moving: every WR completes exactly once, a run of

@@ -644,6 +644,77 @@ TEST_P(Rc, PacketsCarryTheSegmentSize)
 	EXPECT_LT(sent, std::max<int64_t>(21, n / A().mtu()));
 }
 
+// Sets device A's netdev MTU with the command METAROCE_VERBS_NETDEV_MTU_A
+// names (verbs.sh: "ip -n ns1 link set dev veth0 mtu"); restores 1500.
+class NetdevMtu {
+public:
+	NetdevMtu()
+	{
+		const char *cmd = getenv("METAROCE_VERBS_NETDEV_MTU_A");
+		if (cmd)
+			cmd_ = cmd;
+	}
+	~NetdevMtu()
+	{
+		if (changed_)
+			set(1500);
+	}
+	bool available() const { return !cmd_.empty(); }
+	bool set(unsigned mtu)
+	{
+		changed_ = true;
+		return system((cmd_ + " " + std::to_string(mtu)).c_str()) == 0;
+	}
+
+private:
+	std::string cmd_;
+	bool changed_ = false;
+};
+
+// A QP's path MTU is what it was given at RTR: a netdev MTU raised under
+// messages in flight, then an RTS -> RTS modify, changes nothing (issue
+// 13, finding 6: the QP took the new MTU and cut the rest of its messages
+// at offsets past their end).
+TEST_P(Rc, PathMtuStaysWhenNetdevMtuRises)
+{
+	NetdevMtu netdev;
+	if (!netdev.available())
+		GTEST_SKIP() << "METAROCE_VERBS_NETDEV_MTU_A not set";
+	if (A().port.active_mtu >= IBV_MTU_4096)
+		GTEST_SKIP() << "the netdev carries the 4096 MTU already";
+	const size_t n = 4 << 20;
+	ConnOpts o{.mtu = IBV_MTU_4096};
+	Qp qa(A()), qb(Peer());
+	connect(qa, qb, o);
+	Buf src(A().pd, n), dst(Peer().pd, n), back(A().pd, n);
+	fill(src.p, n, 1500);
+	fill(dst.p, n, 1501);
+	// The netdev takes 9000 bytes now; messages go out (cut at the QP's
+	// 1400-byte segment), and while they are under way A's QP sees an
+	// unrelated modify.
+	ASSERT_TRUE(netdev.set(9000));
+	ASSERT_EQ(post_recv(qb.qp, {dst.sge(0, n / 2)}, 1), 0);
+	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n / 2, 1)), 0);
+	ASSERT_EQ(post_send(qa.qp, read_wr(back, 0, dst, n / 2, n / 2, 2)), 0);
+	ibv_qp_attr a{};
+	a.qp_state = IBV_QPS_RTS;
+	a.min_rnr_timer = 2;
+	ASSERT_EQ(ibv_modify_qp(qa.qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER),
+		  0);
+	EXPECT_TRUE(poll_ok(qa.scq, 2, 1));
+	EXPECT_WC(poll1(qb.rcq), 1, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_TRUE(has_pattern(dst.p, n / 2, 1500));
+	EXPECT_TRUE(has_pattern(back.p, n / 2, 1501, n / 2));
+	// And after it, messages still go through at the QP's MTU.
+	fill(src.p, n, 1502);
+	ASSERT_EQ(post_recv(qb.qp, {dst.sge(0, n)}, 3), 0);
+	EXPECT_WC(run1(qa, send_wr(src, 0, n, 3)), 3, IBV_WC_SUCCESS);
+	EXPECT_WC(poll1(qb.rcq), 3, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_TRUE(has_pattern(dst.p, n, 1502));
+	EXPECT_EQ(qa.state(), IBV_QPS_RTS);
+	EXPECT_EQ(qb.state(), IBV_QPS_RTS);
+}
+
 // A READ or a SEND observes every WRITE posted before it on the QP.
 TEST_P(Rc, OrderingWritesBeforeSendAndRead)
 {

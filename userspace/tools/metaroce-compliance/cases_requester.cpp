@@ -416,6 +416,30 @@ void requester_read_response_bad_offset(Env& env) {
     counters.expect_delta("rx_malformed", 1);
 }
 
+// READ responses whose address wraps 2^64, or whose low 32 bits are a valid offset (issue 13,
+// finding 1): malformed, not placed; the READ completes with the real responses.
+void requester_read_response_offset_wraps(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const std::uint32_t mtu = c.mtu();
+    const std::uint32_t len = 2 * mtu;
+    const Packet req = post_read_and_capture(c, len);
+    const std::uint64_t addrs[] = {0xFFFFFFFFFFFFFFFFull - mtu + 1, 0xFFFFFFFFFFFFFBB8ull,
+                                   0x100000000ull, 0x100000000ull + mtu};
+    for (const std::uint64_t addr : addrs) {
+        Packet bad = read_response(c, req, addr % 0x100000000ull == mtu ? 1 : 0);
+        bad.deth().addr = addr;
+        bad.payload = bytes_of(bad.payload.size(), addr);
+        c.send(bad);
+    }
+    c.collect(50);
+    expect(!c.poll_send(0).has_value(), "the READ completed on bogus responses");
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 1));
+    expect_read_done(c, len);
+    counters.expect_delta("rx_malformed", std::size(addrs));
+}
+
 void requester_reread(Env& env) {
     Conn c(env);
     const std::uint32_t mtu = c.mtu();
@@ -758,6 +782,10 @@ std::vector<Case> requester_cases() {
         {"requester_read_duplicate_response",
          "a duplicate READ response is dropped and counted (rx_duplicate)",
          requester_read_duplicate_response},
+        {"requester_read_response_offset_wraps",
+         "READ responses whose address wraps 2^64 or is past 2^32: malformed, not placed, the "
+         "READ completes with the real responses",
+         requester_read_response_offset_wraps},
         {"requester_read_response_bad_offset",
          "a READ response whose offset does not match its PSN: malformed, not placed",
          requester_read_response_bad_offset},

@@ -673,39 +673,106 @@ void access_nak_names_the_psn(Env& env) {
     c.expect_state(IBV_QPS_ERR);
 }
 
-void duplicate_read_with_bad_rkey(Env& env) {
-    Conn c(env);
+// After one READ at PSN r: the QP and its cum_psn r + n.
+Psn one_read_done(Conn& c, std::uint64_t va, std::uint32_t len) {
     const Psn r = c.rq_psn();
-    c.send(c.read_request(r, c.mr().addr(), c.mr().rkey(), 100));
+    const std::uint32_t n = read_response_packets(len, c.mtu());
+    c.send(c.read_request(r, va, c.mr().rkey(), len));
     c.receive_until(
         [&](const Packet& p) {
-            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_next(r);
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, n);
         },
         2000);
     c.collect(100);
-    // The same PSN again (a duplicate, executed again, section 5), now with a bad rkey: a
-    // REMOTE_ACCESS NAK and the error state (section 6).
-    c.send(c.read_request(r, c.mr().addr(), c.mr().rkey() ^ 0x5a5a00, 100, 0, 0,
-                          flag::kAckReq | flag::kRetx));
-    const auto seen = c.receive_until(
-        [](const Packet& p) { return p.bth.opcode == Opcode::Ack && p.ack().is_nak(); }, 1000);
-    const bool naked = !seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
-                       seen.back().packet.ack().is_nak();
-    if (!naked) {
-        // Tell a QP that ignored it from one that is now stuck.
-        c.send(c.write(psn_next(r), kArea, bytes_of(16, 23)));
-        const auto after =
-            c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::Ack; }, 1000);
-        const bool answered = !after.empty() && after.back().packet.bth.opcode == Opcode::Ack;
-        expect(false, answered ? "the bad duplicate READ_REQ was not refused (no REMOTE_ACCESS "
-                                 "NAK): it was ignored"
-                               : "no REMOTE_ACCESS NAK for the bad duplicate READ_REQ, and the "
-                                 "QP answers nothing after it: it is wedged");
+    return psn_add(r, n);
+}
+
+// A READ_REQ behind cum_psn that the DUT must drop without answering it: no READ response, no
+// NAK, counted (rx_duplicate_read_unknown), the QP still answers at `cum`.
+void expect_unknown_duplicate_read(Conn& c, const Packet& dup, Psn cum) {
+    CounterCheck counters(c.env());
+    c.send(dup);
+    std::size_t responses = 0;
+    for (const Seen& s : c.collect(300)) {
+        if (s.packet.bth.opcode == Opcode::ReadResponse) {
+            ++responses;
+            continue;
+        }
+        expect(s.packet.bth.opcode == Opcode::Ack && !s.packet.ack().is_nak(),
+               "the DUT refused a duplicate READ_REQ it does not know: " + describe(s.packet));
     }
-    const Packet& nak = seen.back().packet;
-    expect(nak.ack().syndrome == Syndrome::RemoteAccess && nak.ack().nak_psn == r,
-           "expected a REMOTE_ACCESS NAK for the duplicate's PSN: " + describe(nak));
-    c.expect_state(IBV_QPS_ERR);
+    expect(responses == 0,
+           format("the DUT answered a duplicate READ_REQ it never executed with %zu READ "
+                  "responses (%s)",
+                  responses, describe(dup).c_str()));
+    c.expect_state(IBV_QPS_RTS);
+    c.probe(cum, psn_next(cum));
+    counters.expect_delta("rx_duplicate_read_unknown", 1);
+}
+
+void duplicate_read_with_bad_rkey(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const Psn cum = one_read_done(c, c.mr().addr(), 100);
+    // The same PSN again, with a bad rkey: not the request the DUT executed, so not a
+    // duplicate of it (a spoofer's guess): dropped and counted, no NAK, the QP unharmed.
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(r, c.mr().addr(), c.mr().rkey() ^ 0x5a5a00, 100, 0,
+                                                 0, flag::kAckReq | flag::kRetx),
+                                  cum);
+}
+
+void duplicate_read_unknown_psn(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    // Far behind cum_psn, where no READ ever was, asking for the whole region: the old
+    // responder streamed 256 KiB to the peer for one spoofed packet.
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(psn_add(r, -1000), c.mr().addr(), c.mr().rkey(),
+                                                 static_cast<std::uint32_t>(Conn::kMrSize)),
+                                  r);
+}
+
+void duplicate_read_larger_than_original(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t mtu = c.mtu();
+    Psn cum = one_read_done(c, c.mr().addr() + 0x5000, 100);
+    // Two WRITEs take PSNs r + 1 and r + 2.
+    for (int i = 0; i < 2; ++i) {
+        c.probe(cum, psn_next(cum));
+        cum = psn_next(cum);
+    }
+    // "The READ at r again", asking 3 packets: r + 1 and r + 2 were WRITEs. Dropped.
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 3 * mtu,
+                                                 0, 0, flag::kAckReq | flag::kRetx),
+                                  cum);
+    // The same READ asked again as it was: answered, exactly (a re-read).
+    c.send(c.read_request(r, c.mr().addr() + 0x5000, c.mr().rkey(), 100, 0, 0,
+                          flag::kAckReq | flag::kRetx));
+    const auto seen = c.collect(300);
+    expect_read_responses(c, seen, r, 1, 0x5000, 0, 100, 0, true);
+}
+
+void duplicate_read_other_message(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const Psn cum = one_read_done(c, c.mr().addr() + 0x5000, 2 * c.mtu());
+    // The PSN of the READ's second response, but another address, offset or MSN: dropped.
+    const std::uint32_t mtu = c.mtu();
+    const std::uint64_t va = c.mr().addr() + 0x5000;
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(psn_next(r), va + mtu + 8, c.mr().rkey(), mtu, mtu,
+                                                 0, flag::kAckReq | flag::kRetx),
+                                  cum);
+    expect_unknown_duplicate_read(
+        c, c.read_request(psn_next(r), va, c.mr().rkey(), mtu, 0, 0, flag::kAckReq | flag::kRetx),
+        cum);
+    expect_unknown_duplicate_read(c,
+                                  c.read_request(psn_next(r), va + mtu, c.mr().rkey(), mtu, mtu, 7,
+                                                 flag::kAckReq | flag::kRetx),
+                                  cum);
 }
 
 }  // namespace
@@ -803,8 +870,21 @@ std::vector<Case> responder_cases() {
          "a refused WRITE behind a gap: the REMOTE_ACCESS NAK names its PSN, QP error",
          access_nak_names_the_psn},
         {"duplicate_read_with_bad_rkey",
-         "a duplicate READ_REQ (executed again) with a bad rkey: REMOTE_ACCESS NAK, QP error",
+         "a READ_REQ at the PSN of an executed READ but with a bad rkey: not that READ, "
+         "dropped, counted (rx_duplicate_read_unknown), no NAK, QP unharmed",
          duplicate_read_with_bad_rkey},
+        {"duplicate_read_unknown_psn",
+         "a READ_REQ far behind cum_psn where no READ was, for the whole region: dropped, no "
+         "response, counted (rx_duplicate_read_unknown), QP unharmed",
+         duplicate_read_unknown_psn},
+        {"duplicate_read_larger_than_original",
+         "a duplicate READ_REQ asking more than the READ executed at its PSN: dropped, no "
+         "response; the READ as it was is still answered again",
+         duplicate_read_larger_than_original},
+        {"duplicate_read_other_message",
+         "a READ_REQ behind cum_psn inside an executed READ's PSNs but with another address, "
+         "offset or MSN: dropped, counted (rx_duplicate_read_unknown)",
+         duplicate_read_other_message},
     };
 }
 

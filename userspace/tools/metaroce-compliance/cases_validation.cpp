@@ -285,6 +285,87 @@ void inconsistent_segment(Env& env) {
     d.expect_counted("rx_malformed");
 }
 
+// A SEND whose offset plus payload wraps 2^64 (issue 13, finding 1): 0xFFFFFFFFFFFFFBB8 + 1400
+// wraps to 304, within msg_len 1400, and its low 32 bits are a multiple of the 1400-byte
+// segment. At the expected PSN, to a QP with an 8 KiB receive posted: malformed, dropped and
+// counted, no NAK, no completion, the receive still takes the real message afterwards.
+void send_offset_wraps(Env& env) {
+    Conn c(env);
+    if (c.mtu() != 1400) throw CaseSkip("needs the 1400-byte segment (--mtu 1024)");
+    const Psn r = c.rq_psn();
+    c.post_recv(1, 0, 8192);
+    CounterCheck counters(env);
+    Packet bad = c.base(Opcode::Send, r, flag::kFirst | flag::kLast | flag::kAckReq);
+    bad.ext = Deth{0xFFFFFFFFFFFFFBB8ull, 0, 0, 1400, 0};
+    bad.payload = bytes_of(1400, 24);
+    c.send(bad);
+    for (const Seen& s : c.collect(200)) {
+        expect(s.packet.bth.opcode == Opcode::Ack && !s.packet.ack().is_nak(),
+               "the DUT answered a SEND whose offset wraps 2^64: " + describe(s.packet));
+    }
+    expect(!c.poll_recv(50).has_value(), "a SEND whose offset wraps 2^64 completed a receive");
+    // The real message 0 at the same PSN: placed, completed, the bytes right.
+    const auto data = bytes_of(1400, 25);
+    c.send(c.send_message(r, 0, data)[0]);
+    c.expect_ack(psn_next(r));
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.status == IBV_WC_SUCCESS && wc.byte_len == 1400,
+           format("the receive completed with %s, %u bytes, expected SUCCESS, 1400",
+                  ibv_wc_status_str(wc.status), wc.byte_len));
+    expect(std::memcmp(c.local().data(), data.data(), data.size()) == 0,
+           "the SEND after the dropped one was not placed correctly");
+    c.expect_state(IBV_QPS_RTS);
+    counters.expect_delta("rx_malformed", 1);
+}
+
+// SEND offsets and lengths at the edges: addresses near 2^64 and 2^32 (whose low 32 bits
+// would be a valid offset), offset + payload one past msg_len. All malformed.
+void send_offset_boundaries(Env& env) {
+    Conn c(env);
+    c.post_recv(1, 0, 8192);
+    Dropper d(c);
+    const std::uint32_t mtu = c.mtu();
+    struct Variant {
+        std::uint64_t addr;
+        std::uint32_t msg_len;
+        std::uint32_t payload;
+    };
+    const Variant variants[] = {
+        {0xFFFFFFFFFFFFFFFFull - mtu + 1, mtu, mtu},  // end wraps to exactly 0
+        {0xFFFFFFFFFFFFFFFFull, mtu, mtu},            // end wraps to mtu - 1
+        {0x100000000ull, mtu, mtu},                   // low 32 bits 0: offset 0 if truncated
+        {0x100000000ull + mtu, 2 * mtu, mtu},         // low 32 bits mtu: the second packet
+        {0xFFFFFFFF00000000ull, mtu, mtu},            // low 32 bits 0, end wraps past 2^64
+        {mtu, 2 * mtu - 1, mtu},                      // offset + payload one past msg_len
+    };
+    for (const Variant& v : variants) {
+        Packet p = c.base(
+            Opcode::Send, d.next_psn(),
+            (v.addr + v.payload == v.msg_len ? flag::kLast : 0) | (v.addr == 0 ? flag::kFirst : 0));
+        p.ext = Deth{v.addr, 0, 0, v.msg_len, 0};
+        p.payload = bytes_of(v.payload, v.addr);
+        d.drop(p);
+    }
+    expect(!c.poll_recv(50).has_value(), "a dropped SEND completed a receive");
+    c.expect_state(IBV_QPS_RTS);
+    d.expect_counted("rx_malformed");
+}
+
+// READ_REQ lengths past the largest message (2^31), also where offset + length would wrap
+// 2^32 or where the packet count overflows 32 bits: malformed, dropped (no NAK, QP unharmed).
+void read_length_over_max(Env& env) {
+    Conn c(env);
+    Dropper d(c);
+    const std::uint32_t mtu = c.mtu();
+    d.drop(c.read_request(d.next_psn(), c.mr().addr(), c.mr().rkey(), 0x80000001u));
+    d.drop(c.read_request(d.next_psn(), c.mr().addr(), c.mr().rkey(), 0xFFFFFFFFu));
+    d.drop(c.read_request(d.next_psn(), c.mr().addr(), c.mr().rkey(), 0xFFFFFFFFu - mtu + 2));
+    d.drop(c.read_request(d.next_psn(), c.mr().addr() + 0x7FFFF000u, c.mr().rkey(), 0x2000,
+                          0x80000000u - (0x80000000u % mtu)));
+    c.expect_state(IBV_QPS_RTS);
+    d.expect_counted("rx_malformed");
+}
+
 void unknown_qp(Env& env) {
     Conn c(env);
     CounterCheck counters(env);
@@ -411,6 +492,18 @@ std::vector<Case> validation_cases() {
          "a non-last packet shorter than the MTU, an offset not a multiple of the MTU: malformed, "
          "dropped, QP unharmed",
          inconsistent_segment},
+        {"send_offset_wraps",
+         "a SEND at the expected PSN whose offset + payload wraps 2^64 (0xFFFFFFFFFFFFFBB8 + "
+         "1400, 8 KiB receive posted): malformed, no NAK, no completion, the receive intact",
+         send_offset_wraps},
+        {"send_offset_boundaries",
+         "SEND offsets near 2^64 and 2^32, offset + payload one past msg_len: malformed, QP "
+         "unharmed",
+         send_offset_boundaries},
+        {"read_length_over_max",
+         "READ_REQ lengths over 2^31 (and offset + length over 2^31, packet counts that "
+         "overflow 32 bits): malformed, no NAK, QP unharmed",
+         read_length_over_max},
         {"unknown_qp", "a packet for a QP that does not exist: dropped, counted (rx_unknown_qp)",
          unknown_qp},
         {"wrong_source_qpn", "from another source QPN: dropped, counted (rx_bad_peer)",

@@ -49,6 +49,8 @@ struct ReceiverCounters {
     std::uint64_t placed = 0;
     std::uint64_t duplicates = 0;
     std::uint64_t duplicate_reads = 0;
+    // READ_REQs behind cum_psn that repeat no READ accepted: dropped unanswered (section 5).
+    std::uint64_t duplicate_reads_unknown = 0;
     std::uint64_t out_of_window = 0;
     std::uint64_t read_overflow = 0;  // READ_REQ dropped: max_dest_rd_atomic reached
     std::uint64_t ce_marked = 0;
@@ -119,6 +121,19 @@ class Receiver {
         bool solicited = false;
     };
 
+    // A run of response PSNs of one READ accepted (section 5): the READ is named by its
+    // rkey, MSN, the address of its byte 0 and the PSN of its response 0.
+    struct ReadRun {
+        std::uint64_t base = 0;  // va - offset
+        std::uint32_t rkey = 0;
+        std::uint32_t msn = 0;
+        Psn psn0 = 0;  // psn - offset / mtu
+        Psn first = 0;
+        std::uint32_t packets = 0;
+    };
+    // READs remembered, as the kernel responder does.
+    static constexpr std::size_t kReadHistory = 128;
+
     struct PendingRead {
         Psn psn = 0;
         ReadReq request;
@@ -150,6 +165,11 @@ class Receiver {
     bool accept(Psn psn, TimeUs now);
     bool on_cum_advanced(Psn old_cum, TimeUs now);
     bool complete_message(const MessageEnd& end, Psn last_psn, TimeUs now);
+    ReadRun read_run(Psn psn, const ReadReq& request, std::uint32_t packets) const;
+    // Records an accepted READ_REQ's run, joined with one of the same READ it overlaps.
+    void remember_read(Psn psn, const ReadReq& request, std::uint32_t packets);
+    // Whether the PSNs of a READ_REQ behind cum_psn that are behind it lie in one run.
+    bool read_remembered(Psn psn, const ReadReq& request, std::uint32_t packets) const;
     void execute_ready_reads(TimeUs now);
     // `again`: a duplicate request for a READ that already ran (a re-read).
     void execute_read(const PendingRead& read, bool again, TimeUs now);
@@ -186,6 +206,7 @@ class Receiver {
     // Indexed by PSN modulo 512: every recorded end lies in [cum_psn, cum_psn + 256].
     std::array<std::optional<MessageEnd>, 2 * METAROCE_SACK_BITS> message_ends_{};
     std::vector<PendingRead> pending_reads_;
+    std::vector<ReadRun> read_runs_;
 
     // ACK generation state.
     std::uint32_t unacked_packets_ = 0;
