@@ -73,7 +73,7 @@ if [[ -z $installed ]]; then
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
 fi
 # The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600 for a long run.
-for v in FUZZ_SECONDS FUZZ_SEED FUZZ_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
+for v in FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
 	[[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}")
 done
 
