@@ -770,10 +770,17 @@ void recv_after_dereg(Env& env) {
     region.deregister();
     std::memset(region.data(), 0, len);
     c.send(m[1]);
-    c.expect_nak(Syndrome::RemoteOperational, psn_next(r));
+    // The answer first (an ACK says it was placed), then what landed.
+    const auto seen =
+        c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::Ack; }, 2000);
     const std::vector<std::uint8_t> zeros(len, 0);
     expect(std::memcmp(region.data(), zeros.data(), len) == 0,
            "the SEND's last packet was placed in the buffer after ibv_dereg_mr returned");
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
+               seen.back().packet.ack().syndrome == Syndrome::RemoteOperational &&
+               seen.back().packet.ack().nak_psn == psn_next(r),
+           "expected a REMOTE_OPERATIONAL NAK for the last packet's PSN; last: " +
+               (seen.empty() ? std::string("none") : describe(seen.back().packet)));
     const ibv_wc wc = c.expect_recv_completion();
     expect(wc.wr_id == 3 && wc.status == IBV_WC_LOC_PROT_ERR,
            format("receive %llu completed with %s, expected 3 with LOC_PROT_ERR",
