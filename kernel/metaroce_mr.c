@@ -56,8 +56,9 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
 }
 
 /*
- * Starts an access to @mr's memory: false if it was revoked. On true the
- * caller moves its bytes and ends with rcu_read_unlock(), without sleeping.
+ * Starts an access to @mr's memory: false if it was revoked. Either way the
+ * caller ends with rcu_read_unlock(), without sleeping in between. Callers
+ * return before this for zero bytes: a zero-length SGE holds no MR.
  */
 static bool mr_access_begin(const struct metaroce_mr *mr)
 	__acquires(RCU)
@@ -134,6 +135,8 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 	int err = 0;
 	u32 chunk;
 
+	if (!len)
+		return 0;
 	if (!mr_access_begin(mr)) {
 		rcu_read_unlock();
 		return -EACCES;
@@ -160,6 +163,8 @@ int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
 	struct page *page;
 	u32 chunk;
 
+	if (!len)
+		return 0;
 	if (!mr_access_begin(mr)) {
 		rcu_read_unlock();
 		return -EACCES;
@@ -181,6 +186,8 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 	struct page *page;
 	u32 chunk;
 
+	if (!len)
+		return 0;
 	if (!mr_access_begin(mr)) {
 		rcu_read_unlock();
 		return -EACCES;
@@ -216,6 +223,8 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 	int err = 0;
 	u32 chunk;
 
+	if (!len)
+		return 0;
 	if (!mr_access_begin(mr)) {
 		rcu_read_unlock();
 		return -EACCES;
