@@ -115,6 +115,10 @@ struct metaroce_pd {
  * A memory region. Its key is (index << 8) | key byte; lkey == rkey.
  * References: one for the registration, one for each user (a work request
  * in flight, a packet being placed). The last put releases the pages.
+ *
+ * A reference keeps the memory, not the right to use it: deregistration
+ * revokes the MR (->revoked), and from then on every access through it
+ * fails, whoever holds it (see metaroce_mr_revoke()).
  */
 struct metaroce_mr {
 	struct ib_mr ibmr;
@@ -123,6 +127,7 @@ struct metaroce_mr {
 	struct work_struct release_work;
 	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
 	bool is_dma;
+	bool revoked;			/* deregistered: no access at all */
 	int access;			/* IB_ACCESS_* */
 	u64 iova;
 	u64 length;
@@ -214,6 +219,12 @@ static inline struct metaroce_pd *to_mpd(struct ib_pd *ibpd)
 static inline struct metaroce_mr *to_mmr(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct metaroce_mr, ibmr);
+}
+
+/* Whether @mr was deregistered; accesses check it inside RCU (metaroce_mr.c). */
+static inline bool metaroce_mr_revoked(const struct metaroce_mr *mr)
+{
+	return READ_ONCE(mr->revoked);
 }
 
 static inline struct metaroce_cq *to_mcq(struct ib_cq *ibcq)

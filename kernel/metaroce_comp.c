@@ -585,6 +585,7 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	struct soft_swqe *swqe;
 	struct soft_pkt *e;
 	u32 k, offset, len;
+	int err;
 
 	spin_lock_bh(&req->lock);
 	if (soft_psn_diff(pkt->psn, req->psn_una) < 0 ||
@@ -611,8 +612,16 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}
-	if (soft_place_in_sges(swqe->sge, swqe->mr, swqe->wqe.num_sge, offset,
-			       pkt->skb, pkt->payload_offset, len)) {
+	err = soft_place_in_sges(swqe->sge, swqe->mr, swqe->wqe.num_sge,
+				 offset, pkt->skb, pkt->payload_offset, len);
+	if (err == -EACCES) {
+		/* A destination MR was deregistered: the READ fails. */
+		if (swqe->status == IB_WC_SUCCESS)
+			swqe->status = IB_WC_LOC_PROT_ERR;
+		soft_comp_complete(sqp);
+		goto out;
+	}
+	if (err) {
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}

@@ -3,7 +3,8 @@
  * Taking work requests from the shared rings. Each WQE is copied once into
  * engine memory and checked there, so nothing user space writes later can
  * change what the engine does; the MRs it names are looked up and held
- * until the copy is released.
+ * until the copy is released. Holding an MR does not keep the right to use
+ * it: the copies below fail with -EACCES once it is deregistered.
  */
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
@@ -206,25 +207,44 @@ static u32 sge_seek(const struct metaroce_sge *sge, u32 num_sge, u32 offset,
 	return i;
 }
 
-/* Copies @len bytes at message offset @offset of a send WQE into @buf. */
-void soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
-			 u32 len)
+/*
+ * Copies @len bytes at message offset @offset of a send WQE into @buf;
+ * -EACCES if one of its MRs was deregistered.
+ */
+int soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
+			u32 len)
 {
 	u32 i, in;
+	int err;
 
 	if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
 		memcpy(buf, swqe->inline_data + offset, len);
-		return;
+		return 0;
 	}
 	for (i = sge_seek(swqe->sge, swqe->wqe.num_sge, offset, &in); len;
 	     i++, in = 0) {
 		u32 chunk = min(len, swqe->sge[i].length - in);
 
-		metaroce_mr_copy_to_buf(swqe->mr[i], swqe->sge[i].addr + in,
-					buf, chunk);
+		err = metaroce_mr_copy_to_buf(swqe->mr[i],
+					      swqe->sge[i].addr + in, buf,
+					      chunk);
+		if (err)
+			return err;
 		buf += chunk;
 		len -= chunk;
 	}
+	return 0;
+}
+
+/* Whether an MR a send WQE names was deregistered since it was taken. */
+bool soft_swqe_revoked(const struct soft_swqe *swqe)
+{
+	u32 i;
+
+	for (i = 0; i < swqe->wqe.num_sge && i < METAROCE_MAX_SGE; i++)
+		if (swqe->mr[i] && metaroce_mr_revoked(swqe->mr[i]))
+			return true;
+	return false;
 }
 
 /* Attaches message bytes [@offset, @offset + @len) to @skb, zero copy. */
@@ -252,7 +272,8 @@ int soft_attach_sges(struct soft_swqe *swqe, u32 offset, u32 len,
  * Scatters @len bytes of @skb at @skb_offset into the SGEs, from byte
  * @offset of the buffer they describe. The caller checked the capacity;
  * bytes past the last SGE are refused all the same (-EINVAL), never
- * placed through a slot past the list.
+ * placed through a slot past the list. -EACCES if one of the MRs was
+ * deregistered (placement stops there).
  */
 int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 		       u32 num_sge, u32 offset, const struct sk_buff *skb,
@@ -279,16 +300,21 @@ int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 }
 
 /* As soft_place_in_sges(), from a buffer. */
-void soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
-			    u32 num_sge, u32 offset, const void *buf, u32 len)
+int soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
+			   u32 num_sge, u32 offset, const void *buf, u32 len)
 {
 	u32 i, in;
+	int err;
 
 	for (i = sge_seek(sge, num_sge, offset, &in); len; i++, in = 0) {
 		u32 chunk = min(len, sge[i].length - in);
 
-		metaroce_mr_copy_from_buf(mr[i], sge[i].addr + in, buf, chunk);
+		err = metaroce_mr_copy_from_buf(mr[i], sge[i].addr + in, buf,
+						chunk);
+		if (err)
+			return err;
 		buf += chunk;
 		len -= chunk;
 	}
+	return 0;
 }

@@ -64,10 +64,10 @@ bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
 int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 			      const struct sk_buff *skb, int skb_offset,
 			      u32 len);
-void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
-			       const void *buf, u32 len);
-void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
-			     void *buf, u32 len);
+int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+			      const void *buf, u32 len);
+int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+			    void *buf, u32 len);
 int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len);
 

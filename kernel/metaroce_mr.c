@@ -2,6 +2,15 @@
 /*
  * Memory regions: registration, key lookup, access checks, and moving
  * bytes between packets and registered memory.
+ *
+ * Revocation: after ibv_dereg_mr returns, nothing reads or writes memory
+ * through the MR, although work requests, READ parts and packets being
+ * placed may still hold references to it. Every access (the copies and
+ * attach below) checks ->revoked inside an RCU read-side critical section
+ * that lasts until the bytes are moved; metaroce_mr_revoke() sets the flag
+ * and waits for a grace period, so each access either ended before
+ * deregistration returns or sees the flag and fails with -EACCES. The
+ * callers turn that into the access error of their operation.
  */
 #include <linux/highmem.h>
 #include <linux/random.h>
@@ -40,7 +49,22 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
 	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
+	if (mr)
+		/* Reference before ->revoked check; see metaroce_mr_revoke() */
+		smp_mb__after_atomic();
 	return mr;
+}
+
+/*
+ * Starts an access to @mr's memory: false if it was revoked. Either way the
+ * caller ends with rcu_read_unlock(), without sleeping in between. Callers
+ * return before this for zero bytes: a zero-length SGE holds no MR.
+ */
+static bool mr_access_begin(const struct metaroce_mr *mr)
+	__acquires(RCU)
+{
+	rcu_read_lock();
+	return !metaroce_mr_revoked(mr);
 }
 
 /*
@@ -97,7 +121,10 @@ static bool mr_next_piece(struct mr_cursor *c, struct page **page,
 	return true;
 }
 
-/* Copies @len bytes at @skb_offset of @skb to @addr in @mr (checked). */
+/*
+ * Copies @len bytes at @skb_offset of @skb to @addr in @mr (checked).
+ * -EACCES if @mr was revoked.
+ */
 int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 			      const struct sk_buff *skb, int skb_offset,
 			      u32 len)
@@ -105,57 +132,87 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 	struct mr_cursor c = { mr, addr, len };
 	unsigned int offset;
 	struct page *page;
+	int err = 0;
 	u32 chunk;
 
+	if (!len)
+		return 0;
+	if (!mr_access_begin(mr)) {
+		rcu_read_unlock();
+		return -EACCES;
+	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		void *dst = kmap_local_page(page);
-		int err = skb_copy_bits(skb, skb_offset, dst + offset, chunk);
 
+		err = skb_copy_bits(skb, skb_offset, dst + offset, chunk);
 		kunmap_local(dst);
 		if (err)
-			return err;
+			break;
 		skb_offset += chunk;
 	}
-	return 0;
+	rcu_read_unlock();
+	return err;
 }
 
-/* Copies @len bytes of @buf to @addr in @mr (checked). */
-void metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
-			       const void *buf, u32 len)
+/* Copies @len bytes of @buf to @addr in @mr (checked); -EACCES if revoked. */
+int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+			      const void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
+	if (!len)
+		return 0;
+	if (!mr_access_begin(mr)) {
+		rcu_read_unlock();
+		return -EACCES;
+	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_to_page(page, offset, buf, chunk);
 		buf += chunk;
 	}
+	rcu_read_unlock();
+	return 0;
 }
 
-/* Copies @len bytes at @addr of @mr into @buf (checked). */
-void metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
-			     void *buf, u32 len)
+/* Copies @len bytes at @addr of @mr into @buf (checked); -EACCES if revoked. */
+int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+			    void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
+	if (!len)
+		return 0;
+	if (!mr_access_begin(mr)) {
+		rcu_read_unlock();
+		return -EACCES;
+	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_from_page(buf, page, offset, chunk);
 		buf += chunk;
 	}
+	rcu_read_unlock();
+	return 0;
 }
 
 /*
  * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
- * copying. Returns -EMSGSIZE when the skb has no fragment slots left.
+ * copying. Returns -EMSGSIZE when the skb has no fragment slots left,
+ * -EACCES if @mr was revoked.
  *
  * The pages are the user's (or page cache a read-only MR maps), so the skb
  * is marked as having shared fragments: whatever would write to them in
  * place (an ESP transform, a checksum fixup) copies them first.
+ *
+ * The check covers taking the pages, not the NIC reading them later: an
+ * skb built before deregistration may carry the buffer's bytes after it.
+ * So only the application's own sends attach (it chose what and when to
+ * send); a READ response, whose timing the peer chooses, is copied.
  */
 int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
@@ -163,13 +220,22 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 	struct mr_cursor c = { mr, addr, len };
 	unsigned int offset;
 	struct page *page;
+	int err = 0;
 	u32 chunk;
 
+	if (!len)
+		return 0;
+	if (!mr_access_begin(mr)) {
+		rcu_read_unlock();
+		return -EACCES;
+	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		int nr = skb_shinfo(skb)->nr_frags;
 
-		if (nr >= MAX_SKB_FRAGS)
-			return -EMSGSIZE;
+		if (nr >= MAX_SKB_FRAGS) {
+			err = -EMSGSIZE;
+			break;
+		}
 		get_page(page);
 		skb_fill_page_desc(skb, nr, page, offset, chunk);
 		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
@@ -177,7 +243,8 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 		skb->data_len += chunk;
 		skb->truesize += chunk;
 	}
-	return 0;
+	rcu_read_unlock();
+	return err;
 }
 
 /* @gfp: GFP_KERNEL_ACCOUNT for a user's MR (its memory cgroup pays). */
@@ -293,12 +360,35 @@ err_free:
 	return ERR_PTR(err);
 }
 
+/*
+ * Ends every access through @mr: once this returns, no copy to or from its
+ * memory runs and none starts (they fail with -EACCES). May sleep.
+ *
+ * Every access is made by the holder of a reference. If the registration's
+ * is the only one left, no access is running, and a lookup that found the
+ * MR just before it left the table reads the flag after taking its
+ * reference (metaroce_mr_get()), so it sees it: no grace period is needed,
+ * which keeps the deregistration of idle MRs (a process exiting with many)
+ * from waiting one each. Otherwise an access may be under way: wait for it.
+ */
+static void metaroce_mr_revoke(struct metaroce_mr *mr)
+{
+	WRITE_ONCE(mr->revoked, true);
+	/* The flag before the count; pairs with metaroce_mr_get(). */
+	smp_mb();
+	if (refcount_read(&mr->ref) > 1)
+		synchronize_rcu();
+	else
+		smp_mb();	/* a holder that let go did so after its access */
+}
+
 int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct metaroce_mr *mr = to_mmr(ibmr);
 
 	/* New lookups fail; work requests in flight keep their reference. */
 	xa_erase(&mr->mdev->mrs, ibmr->lkey >> 8);
+	metaroce_mr_revoke(mr);
 	metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
 	metaroce_mr_put(mr);
 	return 0;

@@ -440,17 +440,44 @@ static void fill_rreq(struct metaroce_rreq *rreq, const struct tx_plan *plan)
 	rreq->msn = cpu_to_be32(swqe->msn);
 }
 
-/* A data packet whose payload is copied rather than attached. */
+/*
+ * A data packet whose payload is copied rather than attached. NULL without
+ * memory or when a source MR was deregistered (see build_failed()).
+ */
 static struct sk_buff *build_copied(struct metaroce_qp *qp,
 				    const struct tx_plan *plan)
 {
 	const u32 hdr = METAROCE_BTH_LEN + METAROCE_DETH_LEN;
 	struct sk_buff *skb = soft_alloc_skb(qp, hdr, plan->len);
 
-	if (skb)
-		soft_copy_from_sges(plan->swqe, plan->offset,
-				    skb_put(skb, plan->len), plan->len);
+	if (skb && soft_copy_from_sges(plan->swqe, plan->offset,
+				       skb_put(skb, plan->len), plan->len)) {
+		kfree_skb(skb);
+		return NULL;
+	}
 	return skb;
+}
+
+/*
+ * No packet could be built for @plan. Without memory it is lost as on the
+ * wire (the timers resend it). If a source MR was deregistered, nothing may
+ * read it again: the WQE fails with a local protection error, reported
+ * when its turn to complete comes.
+ */
+static void build_failed(struct metaroce_soft_qp *sqp,
+			 const struct tx_plan *plan)
+{
+	struct soft_req *req = &sqp->req;
+
+	if (!soft_swqe_revoked(plan->swqe)) {
+		metaroce_count(sqp->qp->mdev, TX_DROPPED);
+		return;
+	}
+	spin_lock_bh(&req->lock);
+	if (plan->swqe->status == IB_WC_SUCCESS)
+		plan->swqe->status = IB_WC_LOC_PROT_ERR;
+	soft_comp_complete(sqp);
+	spin_unlock_bh(&req->lock);
 }
 
 /*
@@ -547,8 +574,11 @@ static struct sk_buff *build_batch_copied(struct metaroce_qp *qp,
 		len = batch_packet_len(qp, plan, i);
 		pos = skb_put(skb, hdr + len);
 		fill_batch_headers(qp, plan, i, pos);
-		soft_copy_from_sges(swqe, plan->offset + i * qp->mtu,
-				    pos + hdr, len);
+		if (soft_copy_from_sges(swqe, plan->offset + i * qp->mtu,
+					pos + hdr, len)) {
+			kfree_skb(skb);
+			return NULL;
+		}
 	}
 	return skb;
 }
@@ -653,8 +683,7 @@ static void send_batch(struct metaroce_soft_qp *sqp, const struct tx_plan *plan)
 			skb = build_batch_copied(qp, plan, first, n);
 		}
 		if (!skb) {
-			/* Lost like on the wire: the timers resend them. */
-			metaroce_count(qp->mdev, TX_DROPPED);
+			build_failed(sqp, plan);
 			return;
 		}
 		soft_xmit(qp, &qp->av, skb, path->entropy, &path->dst, true,
@@ -694,7 +723,7 @@ enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
 					  req->paths[plan.path].entropy,
 					  &req->paths[plan.path].dst, true, 0);
 			else
-				metaroce_count(qp->mdev, TX_DROPPED);
+				build_failed(sqp, &plan);
 		}
 		if (plan.retx && plan.swqe->wire_op == METAROCE_OP_READ_REQ)
 			metaroce_count(qp->mdev, REREADS);

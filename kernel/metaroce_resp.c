@@ -611,9 +611,31 @@ static void pop_done_reads(struct soft_resp *resp)
 }
 
 /*
+ * A READ part whose MR was deregistered after the request was accepted: as
+ * for a bad rkey (protocol.md section 6), a REMOTE_ACCESS NAK for the
+ * packet's PSN and the error state; nothing of it is sent.
+ */
+static void refuse_revoked_read(struct metaroce_soft_qp *sqp, u32 psn)
+{
+	struct soft_ack_info nak = {
+		.syndrome = METAROCE_NAK_REMOTE_ACCESS,
+		.nak_psn = psn,
+	};
+
+	metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
+	soft_ack_send(sqp, &nak);
+	metaroce_qp_event(sqp->qp, IB_EVENT_QP_ACCESS_ERR);
+	soft_qp_fail(sqp->qp);
+}
+
+/*
  * Sends READ responses of parts whose turn has come. Worker context; the
  * part at the head is read without the lock while its packet is built:
  * only this worker moves the head or changes a part once queued.
+ *
+ * The payload is copied, never attached: the peer decides when a READ
+ * runs, and an skb carrying the MR's pages would let the bytes leave after
+ * the application deregistered the MR and reused the buffer.
  */
 int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 {
@@ -653,15 +675,12 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		spin_unlock_bh(&req->lock);
 
 		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
-				     0);
-		if (skb && metaroce_mr_attach_to_skb(r->mr, r->va + off, skb,
-						     len)) {
+				     len);
+		if (skb && metaroce_mr_copy_to_buf(r->mr, r->va + off,
+						   skb_put(skb, len), len)) {
 			kfree_skb(skb);
-			skb = soft_alloc_skb(qp, METAROCE_BTH_LEN +
-					     METAROCE_DETH_LEN, len);
-			if (skb)
-				metaroce_mr_copy_to_buf(r->mr, r->va + off,
-							skb_put(skb, len), len);
+			refuse_revoked_read(sqp, psn);
+			break;
 		}
 		if (skb) {
 			soft_fill_bth((void *)skb->data, METAROCE_OP_READ_RESP,

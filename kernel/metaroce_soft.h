@@ -335,15 +335,16 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_swqe(struct soft_swqe *swqe);
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_rwqe(struct soft_rwqe *rwqe);
-void soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
-			 u32 len);
+int soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
+			u32 len);
+bool soft_swqe_revoked(const struct soft_swqe *swqe);
 int soft_attach_sges(struct soft_swqe *swqe, u32 offset, u32 len,
 		     struct sk_buff *skb);
 int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 		       u32 num_sge, u32 offset, const struct sk_buff *skb,
 		       u32 skb_offset, u32 len);
-void soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
-			    u32 num_sge, u32 offset, const void *buf, u32 len);
+int soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
+			   u32 num_sge, u32 offset, const void *buf, u32 len);
 
 /* metaroce_req.c: requester transmit */
 void soft_req_init(struct metaroce_soft_qp *sqp);

@@ -134,14 +134,14 @@ void soft_ud_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	cqe.status = rwqe->status;
 	if (!cqe.status && rwqe->capacity < GRH_LEN + pkt->payload_len)
 		cqe.status = IB_WC_LOC_LEN_ERR;
-	if (!cqe.status) {
-		soft_place_buf_in_sges(rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
-				       0, grh, GRH_LEN);
-		if (soft_place_in_sges(rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
-				       GRH_LEN, skb, pkt->payload_offset,
-				       pkt->payload_len))
-			cqe.status = IB_WC_LOC_PROT_ERR;
-	}
+	/* A revoked buffer (deregistered) is a protection error too. */
+	if (!cqe.status &&
+	    (soft_place_buf_in_sges(rwqe->sge, rwqe->mr, rwqe->wqe.num_sge, 0,
+				    grh, GRH_LEN) ||
+	     soft_place_in_sges(rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
+				GRH_LEN, skb, pkt->payload_offset,
+				pkt->payload_len)))
+		cqe.status = IB_WC_LOC_PROT_ERR;
 	cqe.wr_id = rwqe->wqe.wr_id;
 	cqe.opcode = IB_WC_RECV;
 	cqe.byte_len = GRH_LEN + pkt->payload_len;

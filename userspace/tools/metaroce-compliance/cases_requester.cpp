@@ -737,6 +737,44 @@ void requester_stale_ack_ignored(Env& env) {
     expect_wc(c.expect_send_completion(), 2, IBV_WC_SUCCESS);
 }
 
+// Deregistration revokes the source of a SEND not yet acknowledged: once ibv_dereg_mr
+// returned, a resend must not read the (still mapped, rewritten) buffer; the WQE completes with
+// LOC_PROT_ERR and the QP goes to the error state.
+void requester_resend_after_dereg(Env& env) {
+    ConnOptions o;
+    o.timeout = 12;  // 17 ms per retry period: resends come soon
+    Conn c(env, o);
+    const std::uint32_t len = 1000;  // one packet, attached rather than copied
+    DutRegion region(env, len, IBV_ACCESS_LOCAL_WRITE);
+    const auto data = bytes_of(len, 44);
+    std::memcpy(region.data(), data.data(), len);
+    c.qp().post_send(IBV_WR_SEND, 9, region.addr(), len, region.lkey());
+    const Seen first = expect_request(c, c.sq_psn());
+    expect(first.packet.payload == data, "the SEND's payload differs from the buffer");
+    region.deregister();
+    const auto after = bytes_of(len, 45);
+    std::memcpy(region.data(), after.data(), len);
+    // No ACK: the DUT resends (tail probe, RTO) or fails the WQE.
+    std::optional<ibv_wc> wc;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(env.ms(2000));
+    while (!wc && Clock::now() < deadline) {
+        for (const Seen& s : c.collect(50)) {
+            const Packet& p = s.packet;
+            if (p.bth.opcode != Opcode::Send) continue;
+            // One sent before the deregistration may arrive after it: only the new bytes
+            // prove a read after it.
+            expect(p.payload != after,
+                   "a resend after ibv_dereg_mr returned carries the bytes written after it: " +
+                       describe(p));
+            note("a resend with the old bytes (sent before the deregistration)");
+        }
+        wc = c.poll_send(0);
+    }
+    expect(wc.has_value(), "no send completion after the source region was deregistered");
+    expect_wc(*wc, 9, IBV_WC_LOC_PROT_ERR);
+    c.expect_state(IBV_QPS_ERR);
+}
+
 }  // namespace
 
 std::vector<Case> requester_cases() {
@@ -823,6 +861,10 @@ std::vector<Case> requester_cases() {
          "a window of data all CE-marked halves the DUT's cwnd (alpha starts at 1), with a first "
          "PSN in the upper half of the PSN space",
          requester_ecn_halves_window},
+        {"requester_resend_after_dereg",
+         "a SEND whose source region is deregistered (and rewritten) before it is acknowledged: "
+         "no resend reads it, LOC_PROT_ERR completion, QP error",
+         requester_resend_after_dereg},
     };
 }
 

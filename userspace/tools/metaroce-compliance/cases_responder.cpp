@@ -2,6 +2,7 @@
 // completions, NAKs (protocol.md sections 3, 5, 6, 11).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "harness.h"
@@ -775,6 +776,85 @@ void duplicate_read_other_message(Env& env) {
                                   cum);
 }
 
+// Deregistration revokes remote access (section 6): a READ_REQ with a valid rkey waits behind
+// a PSN gap; the application deregisters the region and writes new bytes into the buffer (still
+// mapped); then the gap is filled. The READ must not be answered with the buffer's bytes: the
+// key is gone, so the part is refused like a bad rkey (REMOTE_ACCESS NAK at its PSN, QP error).
+void read_after_dereg(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t len = 2 * c.mtu();
+    DutRegion region(env, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    const auto before = bytes_of(len, 40);
+    std::memcpy(region.data(), before.data(), len);
+    const Psn read_psn = psn_next(r);
+    c.send(c.read_request(read_psn, region.addr(), region.rkey(), len));
+    expect_window(c, r, {read_psn, psn_add(r, 2)});
+    region.deregister();
+    const auto after = bytes_of(len, 41);
+    std::memcpy(region.data(), after.data(), len);
+    c.send(c.write(r, kArea, bytes_of(64, 42)));
+    const auto seen = c.collect(500);
+    bool naked = false;
+    for (const Seen& s : seen) {
+        const Packet& p = s.packet;
+        if (p.bth.opcode == Opcode::ReadResponse) {
+            const bool leaked = !p.payload.empty() &&
+                                std::search(after.begin(), after.end(), p.payload.begin(),
+                                            p.payload.end()) != after.end();
+            expect(false, format("a READ response after ibv_dereg_mr returned (%s): ",
+                                 leaked ? "with the bytes written after it" : "old bytes") +
+                              describe(p));
+        }
+        if (p.bth.opcode == Opcode::Ack && p.ack().is_nak()) {
+            expect(p.ack().syndrome == Syndrome::RemoteAccess && p.ack().nak_psn == read_psn,
+                   "expected a REMOTE_ACCESS NAK for the READ's PSN: " + describe(p));
+            naked = true;
+        }
+    }
+    expect(naked, "no REMOTE_ACCESS NAK for the READ of the deregistered region");
+    c.expect_state(IBV_QPS_ERR);
+}
+
+// Deregistration revokes the receive buffers of posted receives, even one a message already
+// started to land in: the rest of the SEND is not placed in the (still mapped) buffer and the
+// receive completes with LOC_PROT_ERR; the responder refuses the packet (REMOTE_OPERATIONAL
+// NAK, as for any local error at the responder) and the QP goes to the error state.
+void recv_after_dereg(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t len = 2 * c.mtu();
+    DutRegion region(env, len, IBV_ACCESS_LOCAL_WRITE);
+    std::memset(region.data(), 0, len);
+    c.qp().post_recv(3, region.addr(), len, region.lkey());
+    const auto data = bytes_of(len, 43);
+    const auto m = c.send_message(r, 0, data);
+    expect(m.size() == 2, "expected a 2-packet SEND");
+    c.send(m[0]);
+    c.expect_ack(psn_next(r));
+    expect(std::memcmp(region.data(), data.data(), c.mtu()) == 0,
+           "the SEND's first packet was not placed");
+    region.deregister();
+    std::memset(region.data(), 0, len);
+    c.send(m[1]);
+    // The answer first (an ACK says it was placed), then what landed.
+    const auto seen =
+        c.receive_until([](const Packet& p) { return p.bth.opcode == Opcode::Ack; }, 2000);
+    const std::vector<std::uint8_t> zeros(len, 0);
+    expect(std::memcmp(region.data(), zeros.data(), len) == 0,
+           "the SEND's last packet was placed in the buffer after ibv_dereg_mr returned");
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
+               seen.back().packet.ack().syndrome == Syndrome::RemoteOperational &&
+               seen.back().packet.ack().nak_psn == psn_next(r),
+           "expected a REMOTE_OPERATIONAL NAK for the last packet's PSN; last: " +
+               (seen.empty() ? std::string("none") : describe(seen.back().packet)));
+    const ibv_wc wc = c.expect_recv_completion();
+    expect(wc.wr_id == 3 && wc.status == IBV_WC_LOC_PROT_ERR,
+           format("receive %llu completed with %s, expected 3 with LOC_PROT_ERR",
+                  static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status)));
+    c.expect_state(IBV_QPS_ERR);
+}
+
 }  // namespace
 
 std::vector<Case> responder_cases() {
@@ -885,6 +965,14 @@ std::vector<Case> responder_cases() {
          "a READ_REQ behind cum_psn inside an executed READ's PSNs but with another address, "
          "offset or MSN: dropped, counted (rx_duplicate_read_unknown)",
          duplicate_read_other_message},
+        {"read_after_dereg",
+         "a READ_REQ behind a gap whose region is deregistered (and the buffer rewritten) before "
+         "the gap fills: no READ response, REMOTE_ACCESS NAK at its PSN, QP error",
+         read_after_dereg},
+        {"recv_after_dereg",
+         "a SEND's last packet after its receive buffer's region was deregistered: not placed, "
+         "REMOTE_OPERATIONAL NAK, LOC_PROT_ERR completion, QP error",
+         recv_after_dereg},
     };
 }
 

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -493,6 +494,23 @@ std::map<Psn, Seen> Conn::collect_requests(std::size_t count, int timeout_ms) {
         out.emplace(s->packet.bth.psn, std::move(*s));
     }
     return out;
+}
+
+DutRegion::DutRegion(Env& env, std::size_t len, int access) : buf_(len) {
+    mr_ = ibv_reg_mr(env.dev().pd(), buf_.data(), len, access);
+    if (!mr_) throw CaseFailure(format("ibv_reg_mr: %s", std::strerror(errno)));
+    lkey_ = mr_->lkey;
+    rkey_ = mr_->rkey;
+}
+
+DutRegion::~DutRegion() {
+    if (mr_) ibv_dereg_mr(mr_);
+}
+
+void DutRegion::deregister() {
+    const int err = ibv_dereg_mr(mr_);
+    mr_ = nullptr;
+    expect(err == 0, format("ibv_dereg_mr: %s", std::strerror(err)));
 }
 
 }  // namespace metaroce::compliance

@@ -237,6 +237,30 @@ class Conn {
     std::chrono::steady_clock::time_point start_;
 };
 
+// A DUT memory region a case registers itself, so that it can deregister it and keep the
+// buffer mapped (MemoryRegion frees both together): what the DUT does with a key after
+// ibv_dereg_mr returns, while the application reuses the memory.
+class DutRegion {
+  public:
+    DutRegion(Env& env, std::size_t len, int access);
+    ~DutRegion();
+    DutRegion(const DutRegion&) = delete;
+    DutRegion& operator=(const DutRegion&) = delete;
+
+    std::uint8_t* data() { return buf_.data(); }
+    std::uint64_t addr() const { return reinterpret_cast<std::uintptr_t>(buf_.data()); }
+    std::uint32_t lkey() const { return lkey_; }
+    std::uint32_t rkey() const { return rkey_; }
+    // ibv_dereg_mr; fails the case unless it returns 0. The keys keep their old values.
+    void deregister();
+
+  private:
+    std::vector<std::uint8_t> buf_;
+    ibv_mr* mr_ = nullptr;
+    std::uint32_t lkey_ = 0;
+    std::uint32_t rkey_ = 0;
+};
+
 // A data pattern (seeded) for payloads.
 std::vector<std::uint8_t> bytes_of(std::size_t n, std::uint64_t seed);
 
