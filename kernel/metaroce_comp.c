@@ -506,6 +506,42 @@ static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 	return delivered;
 }
 
+/*
+ * Whether a NAK refuses a PSN that is outstanding: sent, not yet known
+ * received, and not among those its own cum_psn says the responder has.
+ */
+static bool nak_outstanding(const struct soft_req *req,
+			    const struct soft_pkt_info *pkt)
+{
+	u32 psn = pkt->ack.nak_psn;
+	const struct soft_pkt *e;
+
+	if (soft_psn_diff(psn, req->psn_una) < 0 ||
+	    soft_psn_diff(psn, req->psn_next) >= 0 ||
+	    soft_psn_diff(psn, pkt->ack.cum_psn) < 0)
+		return false;
+	e = &req->pkts[psn % SOFT_WINDOW];
+	return e->state == PKT_INFLIGHT || e->state == PKT_LOST;
+}
+
+/*
+ * Whether an ACK echoes a timestamp we sent (protocol.md section 12.1):
+ * our timestamps carry a secret offset, and the packet echoed went out no
+ * earlier than the first transmission of the oldest PSN outstanding, and
+ * at most METAROCE_MAX_RTO_US ago. An off-path sender has to guess it.
+ * Returns the age of the echoed packet, or -1.
+ */
+static s32 echo_age(const struct soft_req *req,
+		    const struct soft_pkt_info *pkt, u32 now)
+{
+	u32 oldest = req->pkts[req->psn_una % SOFT_WINDOW].first_us;
+	u32 age = now - (pkt->ack.ts_echo - req->ts_offset);
+
+	if (age > min_t(u32, now - oldest, METAROCE_MAX_RTO_US))
+		return -1;
+	return age;
+}
+
 void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 {
 	struct metaroce_qp *qp = sqp->qp;
@@ -516,10 +552,26 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 
 	metaroce_count(qp->mdev, RX_ACKS);
 	spin_lock_bh(&req->lock);
+	/*
+	 * Everything is checked before anything is acted upon: an ACK that
+	 * fails a check changes no state (protocol.md section 12.1).
+	 */
 	if (soft_psn_diff(cum, req->psn_next) > 0 ||
 	    acks_unsent(pkt, req->psn_next)) {
 		/* Acknowledges PSNs never sent. */
 		metaroce_count(qp->mdev, RX_ACK_INVALID);
+		goto out;
+	}
+	/* Nothing outstanding: an old ACK, with nothing to tell. */
+	if (req->psn_una == req->psn_next)
+		goto out;
+	if (pkt->ack.syndrome != METAROCE_ACK && !nak_outstanding(req, pkt)) {
+		metaroce_count(qp->mdev, RX_ACK_INVALID);
+		goto out;
+	}
+	rtt = echo_age(req, pkt, soft_now_us());
+	if (rtt < 0) {
+		metaroce_count(qp->mdev, RX_ACK_BAD_ECHO);
 		goto out;
 	}
 
@@ -530,12 +582,9 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	 * or past it.
 	 */
 	if (soft_psn_diff(cum, req->psn_una) >= 0) {
-		rtt = (s32)(soft_now_us() - pkt->ack.ts_echo);
-		if (rtt >= 0 && rtt < (s32)METAROCE_MAX_RTO_US) {
-			soft_rtt_sample(req, rtt);
-			if (pkt->ack.echo_path < req->num_paths)
-				soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
-		}
+		soft_rtt_sample(req, rtt);
+		if (pkt->ack.echo_path < req->num_paths)
+			soft_path_on_rtt(req, pkt->ack.echo_path, rtt);
 		req->cc.fair_share = pkt->ack.fair_share;
 	}
 

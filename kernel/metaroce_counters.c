@@ -24,6 +24,7 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_RX_OUT_OF_WINDOW].name	= "rx_out_of_window",
 	[METAROCE_CNT_RX_OUT_OF_ORDER].name	= "rx_out_of_order",
 	[METAROCE_CNT_RX_ACK_INVALID].name	= "rx_ack_invalid",
+	[METAROCE_CNT_RX_ACK_BAD_ECHO].name	= "rx_ack_bad_echo",
 	[METAROCE_CNT_RX_ECN_CE].name		= "rx_ecn_ce",
 	[METAROCE_CNT_RX_NO_RECV_WQE].name	= "rx_no_recv_wqe",
 	[METAROCE_CNT_REMOTE_ACCESS_ERR].name	= "remote_access_errors",

@@ -27,7 +27,8 @@ enum metaroce_counter {
 	METAROCE_CNT_RX_DUPLICATE_READ_UNKNOWN,	/* not a READ it remembers */
 	METAROCE_CNT_RX_OUT_OF_WINDOW,
 	METAROCE_CNT_RX_OUT_OF_ORDER,	/* placed ahead of a gap */
-	METAROCE_CNT_RX_ACK_INVALID,	/* ACK for PSNs never sent */
+	METAROCE_CNT_RX_ACK_INVALID,	/* ACK/NAK for PSNs not sent/outstanding */
+	METAROCE_CNT_RX_ACK_BAD_ECHO,	/* ACK/NAK echoing no timestamp we sent */
 	METAROCE_CNT_RX_ECN_CE,
 	METAROCE_CNT_RX_NO_RECV_WQE,	/* datagram with no receive posted */
 	METAROCE_CNT_REMOTE_ACCESS_ERR,	/* refused a remote access */

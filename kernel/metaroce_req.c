@@ -8,6 +8,8 @@
  * Each step is planned under the requester lock (which PSN, which path,
  * the scoreboard updated) and then built and sent without it.
  */
+#include <linux/random.h>
+
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
 
@@ -22,6 +24,17 @@ struct tx_plan {
 	u8 path;
 	bool retx;
 };
+
+/*
+ * The requester's timestamp: its clock in microseconds plus the
+ * connection's secret offset, so that an ACK can echo a timestamp only if
+ * its sender saw one of our packets (protocol.md section 12.1). The
+ * responder's packets carry the plain clock: nothing checks their echo.
+ */
+static void stamp_ts(const struct metaroce_qp *qp, struct metaroce_bth *bth)
+{
+	bth->ts = cpu_to_be32(soft_now_us() + READ_ONCE(qp->soft->req.ts_offset));
+}
 
 static u32 sq_slot(const struct metaroce_qp *qp, u32 index)
 {
@@ -66,6 +79,8 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->rnr_retries = 0;
 	req->rnr_wait = false;
 	req->progress_ns = ktime_get_ns();
+	/* A new connection, a new secret clock offset (protocol.md 12.1). */
+	req->ts_offset = get_random_u32();
 	soft_cc_init(&req->cc, sq_psn);
 	for (i = 0; i < req->num_paths; i++) {
 		req->paths[i].state = PATH_ACTIVE;
@@ -195,6 +210,9 @@ static struct soft_pkt *mark_sent(struct soft_req *req, u32 psn, u32 slot,
 		req->nr_lost--;
 	e->tx_seq = req->tx_seq;
 	e->sent_us = soft_now_us();
+	/* The oldest send an ACK may echo while this PSN is outstanding. */
+	if (!retx)
+		e->first_us = e->sent_us;
 	/* The quiet clock of tail-loss probes starts with the first send. */
 	if (!req->inflight)
 		req->delivered_us = e->sent_us;
@@ -524,6 +542,7 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 	soft_fill_bth((void *)skb->data, swqe->wire_op, plan->flags,
 		      qp->attr.dest_qp_num, qp->ibqp.qp_num, plan->psn,
 		      plan->path);
+	stamp_ts(qp, (void *)skb->data);
 	return skb;
 }
 
@@ -537,6 +556,7 @@ static void fill_batch_headers(struct metaroce_qp *qp,
 
 	soft_fill_bth(pos, swqe->wire_op, flags, qp->attr.dest_qp_num,
 		      qp->ibqp.qp_num, soft_psn_add(plan->psn, i), plan->path);
+	stamp_ts(qp, pos);
 	fill_deth(pos + METAROCE_BTH_LEN, swqe, offset, flags);
 }
 

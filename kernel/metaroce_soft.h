@@ -73,7 +73,8 @@ enum soft_pkt_state {
 struct soft_pkt {
 	u32 tx_seq;			/* order of its latest transmission */
 	u32 resp_seq;			/* READ: order of its response */
-	u32 sent_us;
+	u32 sent_us;			/* its latest transmission */
+	u32 first_us;			/* its first transmission */
 	u16 swqe;			/* SQ index & mask of its WQE */
 	u8 state;			/* enum soft_pkt_state */
 	u8 path;
@@ -121,6 +122,7 @@ struct soft_req {
 	u32 psn_next;			/* next new PSN */
 	u32 psn_una;			/* oldest PSN not delivered */
 	u32 msn_next;			/* receive-consuming messages so far */
+	u32 ts_offset;			/* secret: added to our timestamps */
 	struct soft_pkt pkts[SOFT_WINDOW];
 	/*
 	 * Transmissions so far: a READ_REQ part is one, however many responses

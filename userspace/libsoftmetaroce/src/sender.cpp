@@ -12,7 +12,6 @@ namespace {
 
 constexpr std::uint8_t kInfiniteRnrRetry = 7;
 // An echoed timestamp further back than this is not a plausible RTT sample.
-constexpr std::uint32_t kMaxRttSampleUs = 10'000'000;
 
 constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
 
@@ -158,7 +157,7 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     const PathChoice choice = paths_.choose(now, wr.read->path_of(range.first),
                                             /*allow_probe=*/false, rtt_.rto());
     pkt.bth.path = choice.index;
-    pkt.bth.ts = static_cast<std::uint32_t>(now);
+    pkt.bth.ts = wire_ts(now);
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
     ++counters_.packets_sent;
     ++counters_.rereads;
@@ -300,6 +299,7 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
         slot->kind = k == 0 ? SlotKind::ReadRequest : SlotKind::ReadSpan;
         slot->wr_seq = wr.seq;
         slot->read_index = part.first + k;
+        slot->first_sent_at = now;
         if (k == 0) {
             slot->packet = std::move(pkt);
             request = &*slot;
@@ -319,7 +319,7 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
 
     Packet pkt = slot.packet;
     pkt.bth.path = choice.index;
-    pkt.bth.ts = static_cast<std::uint32_t>(now);
+    pkt.bth.ts = wire_ts(now);
     // ACK_REQ: the last packet of a message and every READ_REQ (already set), and every
     // retransmission (section 8).
     if (retransmission) {
@@ -333,6 +333,7 @@ void Sender::transmit(PsnSlot& slot, bool retransmission, TimeUs now) {
     slot.state = SlotState::InFlight;
     slot.path = choice.index;
     slot.sent_at = now;
+    if (slot.transmissions == 0) slot.first_sent_at = now;
     slot.tx_order = next_tx_order_++;
     ++slot.transmissions;
     ++inflight_;
@@ -373,6 +374,11 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
         }
     }
 
+    // Nothing outstanding: an old ACK, with nothing to tell.
+    if (snd_una_ == snd_nxt_) return;
+    const std::optional<TimeUs> rtt = check_injection(ack, now);
+    if (!rtt) return;
+
     reorder_.begin_ack();
     // An ACK behind the newest one carries nothing new except its NAK and ECN fields.
     const bool stale = highest_cum_ && psn_before(ack.cum_psn, *highest_cum_);
@@ -382,11 +388,8 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
     } else {
         highest_cum_ = ack.cum_psn;
         fair_share_ = ack.fair_share;
-        const std::uint32_t rtt = static_cast<std::uint32_t>(now) - ack.ts_echo;
-        if (rtt <= kMaxRttSampleUs) {
-            rtt_.on_sample(rtt);
-            paths_.on_echo(ack.echo_path, rtt, ack.ce_count);
-        }
+        rtt_.on_sample(*rtt);
+        paths_.on_echo(ack.echo_path, *rtt, ack.ce_count);
         const std::uint32_t newly_acked = apply_sack(ack, now);
         congestion_.on_ack(newly_acked, ack.ce_count);
         detect_losses(now);
@@ -396,6 +399,25 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
     advance_una();
     complete_ready();
     pump(now);
+}
+
+std::optional<TimeUs> Sender::check_injection(const Ack& ack, TimeUs now) {
+    if (ack.is_nak()) {
+        const PsnSlot* slot = slot_at(ack.nak_psn);
+        if (slot == nullptr || slot->state == SlotState::Delivered ||
+            psn_before(ack.nak_psn, ack.cum_psn)) {
+            ++counters_.invalid_acks;
+            return std::nullopt;
+        }
+    }
+    const PsnSlot* oldest = slot_at(snd_una_);
+    const TimeUs since_oldest = oldest != nullptr ? now - oldest->first_sent_at : 0;
+    const TimeUs age = static_cast<std::uint32_t>(wire_ts(now) - ack.ts_echo);
+    if (age > std::min<TimeUs>(since_oldest, METAROCE_MAX_RTO_US)) {
+        ++counters_.bad_echo_acks;
+        return std::nullopt;
+    }
+    return age;
 }
 
 std::uint32_t Sender::apply_sack(const Ack& ack, TimeUs now) {

@@ -66,8 +66,14 @@ class SenderTest : public ::testing::Test {
 
     void ack(Psn cum, std::initializer_list<Psn> sacked = {}, std::uint16_t ce = 0,
              std::uint16_t echo_path = 0) {
-        Packet p = ack_packet(cum, sacked, ce, static_cast<std::uint32_t>(now - kRtt), echo_path);
-        tx->on_ack(through_wire(p, kMtu), now);
+        Packet p = ack_packet(cum, sacked, ce, 0, echo_path);
+        tx->on_ack(through_wire(echoed(p), kMtu), now);
+    }
+
+    // `p` echoing the timestamp of a packet the sender sent `age` ago, as a responder echoes.
+    Packet echoed(Packet p, TimeUs age = kRtt) const {
+        p.ack().ts_echo = static_cast<std::uint32_t>(now - age) + config.ts_offset;
+        return p;
     }
 
     // Delivers READ_RESP packets for the READ whose request had PSN `psn`.
@@ -489,7 +495,7 @@ TEST_F(SenderTest, RnrRetryExhaustion) {
     sent();
     for (int i = 0; i < 2; ++i) {
         now += kRtt;
-        tx->on_ack(nak_packet(Syndrome::RnrNak, kStart, kStart, 1), now);
+        tx->on_ack(echoed(nak_packet(Syndrome::RnrNak, kStart, kStart, 1), 10), now);
         if (tx->in_error()) break;
         now += 10;
         tx->on_timer(now);
@@ -515,7 +521,7 @@ TEST_F(SenderTest, FatalNaksFailTheWorkRequest) {
         post_send(3, 10);
         sent();
         now += kRtt;
-        tx->on_ack(nak_packet(syndrome, kStart + 1, kStart + 1), now);  // 1st done, 2nd refused
+        tx->on_ack(echoed(nak_packet(syndrome, kStart + 1, kStart + 1)), now);  // 1st done, 2nd refused
         EXPECT_TRUE(tx->in_error());
         const auto done = tx->take_completions();
         ASSERT_EQ(done.size(), 3u);
@@ -539,6 +545,93 @@ TEST_F(SenderTest, InvalidAndStaleAcksAreIgnored) {
     EXPECT_EQ(tx->counters().stale_acks, 1u);
     EXPECT_FALSE(tx->known_delivered(kStart + 3));
     EXPECT_EQ(tx->oldest_unacked(), kStart + 2);
+}
+
+// Off-path injection (section 12.1): an ACK or NAK must echo a timestamp of a transmission no
+// older than the oldest PSN outstanding; the sender's timestamps carry a secret offset.
+TEST_F(SenderTest, TimestampsCarryTheConnectionsSecretOffset) {
+    config.ts_offset = 0x8badf00d;
+    reset();
+    post_send(1, 10);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.ts, static_cast<std::uint32_t>(now) + 0x8badf00d);
+}
+
+TEST_F(SenderTest, AcksWithAnEchoNoTransmissionHadAreDropped) {
+    config.ts_offset = 0x8badf00d;
+    reset();
+    post_send(1, 4 * kMtu);
+    sent();
+    now += kRtt;
+    Packet forged = ack_packet(kStart + 4);
+    forged.ack().ts_echo = static_cast<std::uint32_t>(now - kRtt);  // the plain clock
+    tx->on_ack(through_wire(forged, kMtu), now);
+    // Sent before the oldest PSN outstanding, and one not sent yet.
+    tx->on_ack(echoed(ack_packet(kStart + 4), kRtt + 1), now);
+    tx->on_ack(echoed(ack_packet(kStart, {kStart + 1}), 0 - TimeUs{1}), now);
+    EXPECT_EQ(tx->counters().bad_echo_acks, 3u);
+    EXPECT_EQ(tx->oldest_unacked(), kStart);
+    EXPECT_FALSE(tx->known_delivered(kStart + 1));
+    EXPECT_FALSE(tx->rtt().srtt().has_value());
+    EXPECT_TRUE(tx->take_completions().empty());
+    ack(kStart + 4);  // echoes the packets' own timestamp
+    ASSERT_EQ(tx->take_completions().size(), 1u);
+    EXPECT_EQ(tx->rtt().srtt(), kRtt);
+}
+
+TEST_F(SenderTest, NaksWithAnEchoNoTransmissionHadAreDropped) {
+    config.ts_offset = 0x8badf00d;
+    reset();
+    post_send(1, 10);
+    sent();
+    now += kRtt;
+    Packet fatal = nak_packet(Syndrome::RemoteAccess, kStart, kStart);
+    fatal.ack().ts_echo = 0x12345678;
+    tx->on_ack(fatal, now);
+    Packet rnr = nak_packet(Syndrome::RnrNak, kStart, kStart, 0);
+    rnr.ack().ts_echo = 0x12345678;
+    tx->on_ack(rnr, now);
+    EXPECT_EQ(tx->counters().bad_echo_acks, 2u);
+    EXPECT_FALSE(tx->in_error());
+    EXPECT_FALSE(tx->waiting_rnr());
+    ack(kStart + 1);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+}
+
+TEST_F(SenderTest, NaksForPsnsNotOutstandingAreDropped) {
+    config.rnr_retry = 0;
+    reset();
+    post_send(1, 3 * kMtu);
+    sent();
+    now += kRtt;
+    ack(kStart, {kStart + 1, kStart + 2});
+    // Acknowledged already, never sent, and behind the NAK's own cum_psn.
+    tx->on_ack(echoed(nak_packet(Syndrome::RnrNak, kStart, kStart + 1, 0)), now);
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart, kStart + 3)), now);
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart + 1, kStart)), now);
+    EXPECT_EQ(tx->counters().invalid_acks, 3u);
+    EXPECT_EQ(tx->oldest_unacked(), kStart);  // the last one's cum_psn was not applied either
+    EXPECT_FALSE(tx->in_error());
+    EXPECT_FALSE(tx->waiting_rnr());
+    ack(kStart + 3);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+}
+
+TEST_F(SenderTest, AnAckWithNothingOutstandingChangesNothing) {
+    post_send(1, 10);
+    sent();
+    now += kRtt;
+    ack(kStart + 1);
+    ASSERT_EQ(tx->take_completions().size(), 1u);
+    Packet late = echoed(ack_packet(kStart + 1));
+    late.ack().fair_share = 1;
+    tx->on_ack(late, now);
+    EXPECT_NE(tx->fair_share(), 1u);
 }
 
 TEST_F(SenderTest, EcnEchoShrinksTheWindowAndFairShareCapsIt) {
@@ -896,6 +989,7 @@ TEST_F(SenderTest, UnsignaledSuccessHasNoCompletion) {
     wr.signaled = false;
     tx->post(wr, now);
     sent();
+    now += kRtt;  // an ACK echoes a packet sent before it
     ack(kStart + 1);
     EXPECT_TRUE(tx->take_completions().empty());
     EXPECT_EQ(tx->outstanding_wrs(), 0u);
@@ -930,11 +1024,15 @@ TEST_F(SenderTest, LossyPathIsAvoidedAndRecovers) {
     EXPECT_LE(on_bad_path_late, 3u);
     EXPECT_FALSE(tx->in_error());
 
-    // The path heals: an ACK echoing a probe on it makes it ACTIVE again.
+    // The path heals: an ACK echoing a probe on it makes it ACTIVE again. (Once everything
+    // is acknowledged an ACK has nothing to tell, section 12.1: the probe is new work.)
     now += 100'000;
-    tx->on_timer(now);
-    Packet a = ack_packet(tx->oldest_unacked(), {}, 0, static_cast<std::uint32_t>(now - kRtt), 2);
-    tx->on_ack(a, now);
+    post_send(2, 8 * kMtu);
+    const auto next = sent();
+    EXPECT_TRUE(std::any_of(next.begin(), next.end(),
+                            [](const Packet& p) { return p.bth.path == 2; }));
+    now += kRtt;
+    ack(tx->oldest_unacked(), {}, 0, 2);
     EXPECT_EQ(tx->paths()[2].state, PathState::Active);
 }
 

@@ -125,6 +125,9 @@ SimPair::SimPair(const SimPairOptions& options) : net(options.seed) {
         make_qp_config(kQpA, kQpB, options.a_sq_psn, options.b_sq_psn, options.mtu, options.paths);
     QpConfig config_b =
         make_qp_config(kQpB, kQpA, options.b_sq_psn, options.a_sq_psn, options.mtu, options.paths);
+    // Each requester's secret timestamp offset (section 12.1), different per seed.
+    config_a.sender.ts_offset = static_cast<std::uint32_t>(options.seed * 0x9e3779b97f4a7c15ull);
+    config_b.sender.ts_offset = static_cast<std::uint32_t>(options.seed * 0xc2b2ae3d27d4eb4full);
     if (options.tune) options.tune(config_a, config_b);
     a = std::make_unique<QueuePair>(config_a, mem_a);
     b = std::make_unique<QueuePair>(config_b, mem_b);

@@ -89,6 +89,7 @@ void transfer_with_model(Env& env) {
     memory.register_region(kModelRecvKey, kModelRecvAddr, 8192, access::kLocalWrite);
     QpConfig config = make_qp_config(c.fake_qpn(), c.dut_qpn(), c.rq_psn(), c.sq_psn(), c.mtu(), 8);
     config.sender.timeout = 18;
+    config.sender.ts_offset = env.random24() << 8;  // the secret of protocol.md section 12.1
     QueuePair model(config, memory);
     model.post_recv(ReceiveWqe{500, {{kModelRecvKey, kModelRecvAddr, 8192}}});
     tools::SoftEndpoint endpoint(model, env.udp(),

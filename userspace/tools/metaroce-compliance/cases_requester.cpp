@@ -241,7 +241,7 @@ void requester_tail_probes_spaced(Env& env) {
     const Psn last = psn_add(c.sq_psn(), 2);
     post(c, IBV_WR_RDMA_WRITE, 1, 0, 3 * c.mtu());
     c.collect_requests(3);
-    // The DUT has no RTT sample (this harness's ACKs echo no timestamp): its probe timeout is
+    // The DUT has no RTT sample (nothing was acknowledged yet): its probe timeout is
     // the initial RTO, 20 ms. The gap between the probes is measured, not the one before the
     // first: the harness may read the first transmissions late.
     const Seen probe1 = expect_resend(c, last, {}, 3000);
@@ -362,6 +362,81 @@ void requester_sack_never_sent(Env& env) {
     counters.expect_delta("rx_ack_invalid", 1);
     c.send(c.ack(psn_next(s)));
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+}
+
+// Off-path injection (protocol.md section 12.1). A forgery that gets every field right but the
+// timestamp echo: ts_echo half the 32-bit space away from any the DUT sent.
+Packet forged(const Conn& c, Packet p) {
+    p.ack().ts_echo = c.echo_ts() ^ 0x80000000u;
+    return p;
+}
+
+// The forgeries changed nothing: no completion, the QP in RTS.
+void expect_nothing_completed(Conn& c, const char* what) {
+    const std::optional<ibv_wc> early = c.poll_send(200);
+    expect(!early.has_value(),
+           format("%s: work request completed with %s although nothing was delivered", what,
+                  early ? ibv_wc_status_str(early->status) : ""));
+    c.expect_state(IBV_QPS_RTS);
+}
+
+// Then the real ACK completes the work request.
+void expect_real_ack_completes(Conn& c, Psn cum) {
+    c.send(c.ack(cum));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS);
+    c.expect_state(IBV_QPS_RTS);
+}
+
+void requester_forged_ack_bad_echo(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 3 * c.mtu());
+    c.collect_requests(3);
+    // In the window and cumulative, as a blind spoofer who guessed the PSN sends it; the
+    // packets were never delivered (the harness "lost" them).
+    c.send(forged(c, c.ack(psn_add(s, 3))));
+    // And a SACK-only forgery: cum_psn behind the oldest PSN outstanding, bits on all three.
+    c.send(forged(c, c.ack(psn_add(s, -1), {s, psn_add(s, 1), psn_add(s, 2)})));
+    expect_nothing_completed(c, "an ACK with a forged ts_echo");
+    counters.expect_delta("rx_ack_bad_echo", 2);
+    expect_real_ack_completes(c, psn_add(s, 3));
+}
+
+void requester_forged_nak_bad_echo(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 100);
+    expect_request(c, s);
+    // A fatal NAK for the outstanding PSN, and an RNR NAK that would stall it for 655 ms.
+    c.send(forged(c, c.ack(s, {}, Syndrome::RemoteAccess, s)));
+    c.send(forged(c, c.ack(s, {}, Syndrome::RnrNak, s, 0)));
+    expect_nothing_completed(c, "a NAK with a forged ts_echo");
+    counters.expect_delta("rx_ack_bad_echo", 2);
+    expect_real_ack_completes(c, psn_next(s));
+}
+
+void requester_nak_not_outstanding(Env& env) {
+    ConnOptions o;
+    o.rnr_retry = 0;
+    Conn c(env, o);
+    const Psn s = c.sq_psn();
+    CounterCheck counters(env);
+    post(c, IBV_WR_RDMA_WRITE, 1, 0, 3 * c.mtu());
+    c.collect_requests(3);
+    // s + 1 and s + 2 are delivered, s is outstanding.
+    c.send(c.ack(s, {psn_add(s, 1), psn_add(s, 2)}));
+    c.collect(50);
+    // NAKs for PSNs that are not outstanding (section 12.1): one already acknowledged (an RNR
+    // NAK, with rnr_retry 0, would fail the work request), one never sent, and one behind the
+    // NAK's own cum_psn (the responder cannot refuse what it says it received).
+    c.send(c.ack(s, {psn_add(s, 1), psn_add(s, 2)}, Syndrome::RnrNak, psn_add(s, 1), 0));
+    c.send(c.ack(s, {psn_add(s, 1), psn_add(s, 2)}, Syndrome::RemoteAccess, psn_add(s, 3)));
+    c.send(c.ack(psn_add(s, 1), {psn_add(s, 2)}, Syndrome::RemoteAccess, s));
+    expect_nothing_completed(c, "a NAK for a PSN not outstanding");
+    counters.expect_delta("rx_ack_invalid", 3);
+    expect_real_ack_completes(c, psn_add(s, 3));
 }
 
 Packet post_read_and_capture(Conn& c, std::uint32_t len) {
@@ -814,6 +889,18 @@ std::vector<Case> requester_cases() {
         {"requester_sack_never_sent",
          "an ACK whose SACK bitmap names a PSN never sent: dropped, counted (rx_ack_invalid)",
          requester_sack_never_sent},
+        {"requester_forged_ack_bad_echo",
+         "blind ACKs in the window whose ts_echo names no transmission (cumulative, SACK only): "
+         "dropped, counted (rx_ack_bad_echo); the real ACK completes",
+         requester_forged_ack_bad_echo},
+        {"requester_forged_nak_bad_echo",
+         "blind REMOTE_ACCESS and RNR NAKs for the outstanding PSN with a ts_echo that names no "
+         "transmission: dropped, counted (rx_ack_bad_echo); the QP stays in RTS",
+         requester_forged_nak_bad_echo},
+        {"requester_nak_not_outstanding",
+         "NAKs for a PSN acknowledged, never sent, or behind the NAK's cum_psn: dropped, counted "
+         "(rx_ack_invalid); the real ACK completes",
+         requester_nak_not_outstanding},
         {"requester_read_out_of_order",
          "READ responses in any order are placed; the READ completes with the right data",
          requester_read_out_of_order},

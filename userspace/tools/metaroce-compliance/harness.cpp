@@ -289,6 +289,8 @@ Packet Conn::ack(Psn cum, const std::set<Psn>& sacked, Syndrome syndrome, Psn na
     a.syndrome = syndrome;
     a.nak_psn = nak_psn & kPsnMask;
     a.nak_arg = nak_arg;
+    a.ts_echo = echo_ts_;
+    a.echo_path = echo_path_;
     for (const Psn s : sacked) {
         const std::int32_t i = psn_diff(s, cum) - 1;
         if (i < 0 || i >= 256) continue;
@@ -337,6 +339,11 @@ std::optional<Seen> Conn::receive(int timeout_ms) {
                format("a packet for our QP came from QPN 0x%06x, not the DUT's 0x%06x",
                       decoded->bth.sqpn, dut_qpn()));
         Seen s{*decoded, r->from_port, std::chrono::steady_clock::now()};
+        const Opcode op = s.packet.bth.opcode;
+        if (op == Opcode::Send || op == Opcode::Write || op == Opcode::ReadRequest) {
+            echo_ts_ = s.packet.bth.ts;
+            echo_path_ = s.packet.bth.path;
+        }
         if (verbose()) note("  <- %s (port 0x%04x)", describe(s.packet).c_str(), s.src_port);
         return s;
     }

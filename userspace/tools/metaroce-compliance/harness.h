@@ -177,8 +177,13 @@ class Conn {
     Packet read_request(Psn psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t len,
                         std::uint32_t offset = 0, std::uint32_t msn = 0,
                         std::uint8_t flags = flag::kAckReq) const;
+    // An ACK (or NAK) as a responder sends it: it echoes the timestamp and path of the newest
+    // request packet (SEND, WRITE, READ_REQ) the harness received from the DUT (section 3.3),
+    // as the DUT's requester checks (section 12.1).
     Packet ack(Psn cum, const std::set<Psn>& sacked = {}, Syndrome syndrome = Syndrome::Ack,
                Psn nak_psn = 0, std::uint8_t nak_arg = 0) const;
+    // The timestamp an ACK from the harness echoes now.
+    std::uint32_t echo_ts() const { return echo_ts_; }
 
     // Sends a packet (or raw bytes) on path `path` (UDP source port 0xC000 | entropy).
     // Returns the packet as sent (with its path and timestamp).
@@ -235,6 +240,9 @@ class Conn {
     Psn rq_psn_;
     Psn sq_psn_;
     std::chrono::steady_clock::time_point start_;
+    // Of the newest DUT request packet received: what the harness's ACKs echo.
+    std::uint32_t echo_ts_ = 0;
+    std::uint16_t echo_path_ = 0;
 };
 
 // A DUT memory region a case registers itself, so that it can deregister it and keep the

@@ -18,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -201,6 +202,8 @@ int Peer::run() {
     QpConfig config = make_qp_config(mine_.qpn, theirs_.qpn, mine_.psn, theirs_.psn,
                                      segment_size(o_.mtu), o_.paths);
     config.sender.timeout = o_.qp_timeout;
+    // The timestamp secret of protocol.md section 12.1.
+    config.sender.ts_offset = std::random_device{}();
     qp_ = std::make_unique<QueuePair>(config, memory_);
     endpoint_ = std::make_unique<SoftEndpoint>(
         *qp_, *udp_, SoftEndpointConfig{*peer_ip, METAROCE_UDP_PORT, o_.loss, o_.seed});

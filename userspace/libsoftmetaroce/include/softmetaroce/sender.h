@@ -34,6 +34,9 @@ struct SenderConfig {
     std::uint32_t qpn = 0;
     std::uint32_t peer_qpn = 0;
     Psn initial_psn = 0;       // sq_psn
+    // Added to every timestamp the sender puts on the wire: a secret per connection, so that
+    // only who saw one of its packets can echo a timestamp in an ACK (section 12.1).
+    std::uint32_t ts_offset = 0;
     std::uint32_t mtu = 1024;  // payload bytes per packet: a segment size (codec.h)
     unsigned num_paths = 8;
     std::uint8_t timeout = 14;         // verbs encoding: 4.096 us * 2^timeout; 0: wait forever
@@ -64,7 +67,8 @@ struct SenderCounters {
     std::uint64_t probes = 0;  // new packets sent on a SUSPECT or FAILED path to test it
     std::uint64_t acks = 0;
     std::uint64_t stale_acks = 0;
-    std::uint64_t invalid_acks = 0;  // ACKs for PSNs never sent
+    std::uint64_t invalid_acks = 0;   // ACKs for PSNs never sent, NAKs for PSNs not outstanding
+    std::uint64_t bad_echo_acks = 0;  // ACKs and NAKs whose ts_echo names no transmission
     std::uint64_t naks = 0;
     std::uint64_t rnr_naks = 0;
     std::uint64_t read_responses = 0;
@@ -129,7 +133,8 @@ class Sender {
         std::uint32_t read_index = 0;  // ReadRequest, ReadSpan: response index in the READ
         Packet packet;                 // Data, ReadRequest: what goes on the wire (path, ts aside)
         std::uint16_t path = 0;        // of the latest transmission
-        TimeUs sent_at = 0;
+        TimeUs sent_at = 0;        // the latest transmission
+        TimeUs first_sent_at = 0;  // the first (ReadSpan: its request's)
         std::uint64_t tx_order = 0;
         std::uint32_t transmissions = 0;
 
@@ -182,6 +187,14 @@ class Sender {
     void issue_read_part(WrState& wr, std::uint32_t room, TimeUs now);
     void transmit(PsnSlot& slot, bool retransmission, TimeUs now);
 
+    // The checks of section 12.1 after those of section 12: a NAK refuses a PSN outstanding;
+    // the ACK echoes a timestamp of a transmission no older than the oldest PSN outstanding
+    // and the RTO's ceiling. Returns the echoed transmission's age (an RTT sample), or nullopt
+    // (and counts) when the ACK must be dropped.
+    std::optional<TimeUs> check_injection(const Ack& ack, TimeUs now);
+    std::uint32_t wire_ts(TimeUs now) const {
+        return static_cast<std::uint32_t>(now) + config_.ts_offset;
+    }
     std::uint32_t apply_sack(const Ack& ack, TimeUs now);
     void mark_delivered(PsnSlot& slot, TimeUs now);
     void detect_losses(TimeUs now);
