@@ -25,6 +25,7 @@ SUITES=(
 	"interop:1:0:selftests/metaroce/interop.sh"
 	"compliance:1:0:selftests/metaroce/compliance.sh"
 	"loss:1:0:selftests/metaroce/loss.sh"
+	"teardown:1:0:selftests/metaroce/teardown.sh"
 )
 
 installed=
