@@ -14,9 +14,10 @@
 /*
  * A key is a random number with the MR's index in the table in its low
  * bits; the index is itself taken at a random free place. Index 0 is never
- * used, so no key is 0 (the local DMA lkey).
+ * used, so no key is 0 (the local DMA lkey); the indexes leave room for
+ * every MR the device advertises.
  */
-#define MR_INDEX_MASK	(METAROCE_MAX_MR - 1)
+#define MR_INDEX_MASK	(2 * METAROCE_MAX_MR - 1)
 #define MR_INDEX_LIMIT	XA_LIMIT(1, MR_INDEX_MASK)
 
 static u32 mr_index(u32 key)
