@@ -87,7 +87,6 @@ struct metaroce_dev {
 	struct xarray qps;
 	u32 next_qpn;
 	struct xarray mrs;
-	u32 next_mr;
 	struct xarray ahs;
 	u32 next_ah;
 
@@ -112,9 +111,11 @@ struct metaroce_pd {
 };
 
 /*
- * A memory region. Its key is (index << 8) | key byte; lkey == rkey.
- * References: one for the registration, one for each user (a work request
- * in flight, a packet being placed). The last put releases the pages.
+ * A memory region. Its key is random bits above its index in mdev->mrs;
+ * lkey == rkey. References: one for the registration, one for each user (a
+ * work request in flight, a packet being placed). The last put releases
+ * the pages, and frees the MR after an RCU grace period (lookups run under
+ * RCU).
  *
  * A reference keeps the memory, not the right to use it: deregistration
  * revokes the MR (->revoked), and from then on every access through it
@@ -125,6 +126,7 @@ struct metaroce_mr {
 	struct metaroce_dev *mdev;
 	refcount_t ref;
 	struct work_struct release_work;
+	struct rcu_head rcu;
 	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
 	bool is_dma;
 	bool revoked;			/* deregistered: no access at all */
@@ -266,6 +268,26 @@ static inline void metaroce_qp_put(struct metaroce_qp *qp)
 {
 	if (refcount_dec_and_test(&qp->ref))
 		complete(&qp->released);
+}
+
+/*
+ * Object lifetime, the same for every object the packet path finds by
+ * number (QPs; MRs, whose last user frees them): erase it from its table,
+ * drop the table's reference, wait for the last user, and free the memory
+ * only after an RCU grace period, since lookups run under RCU.
+ *
+ * The wait for the last user of @what number @id: a user that does not let
+ * go within seconds is a bug, reported once; the wait goes on, since
+ * freeing what is in use would be worse.
+ */
+static inline void metaroce_wait_last_user(struct completion *released,
+					   const char *what, u32 id)
+{
+	if (wait_for_completion_timeout(released, 10 * HZ))
+		return;
+	WARN_ONCE(1, "metaroce: %s %u still in use 10 s after destroy\n",
+		  what, id);
+	wait_for_completion(released);
 }
 
 #endif /* METAROCE_H */

@@ -108,8 +108,9 @@ static int ah_publish(struct metaroce_dev *mdev, struct metaroce_ah *ah,
 	resp.ah = ah->handle;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
+		/* Another thread's WQE may name the handle already. */
 		xa_erase(&mdev->ahs, ah->handle);
-		kfree(h);
+		kfree_rcu(h, rcu);
 	}
 	return err;
 }

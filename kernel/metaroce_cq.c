@@ -205,10 +205,28 @@ int metaroce_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	return missed;
 }
 
-static void cqe_to_wc(struct metaroce_dev *mdev, const struct metaroce_cqe *cqe,
+/*
+ * The QP a completion of @cq is for. A completion may outlive its QP (and
+ * the number be reused), so the QP is looked up with a reference and must
+ * still be one of this CQ's; the work completion carries no reference.
+ */
+static struct ib_qp *cqe_qp(struct metaroce_cq *cq, u32 qpn)
+{
+	struct metaroce_qp *qp = metaroce_qp_get(to_mdev(cq->ibcq.device), qpn);
+	struct ib_qp *ibqp = NULL;
+
+	if (!qp)
+		return NULL;
+	if (qp->scq == cq || qp->rcq == cq)
+		ibqp = &qp->ibqp;
+	metaroce_qp_put(qp);
+	return ibqp;
+}
+
+static void cqe_to_wc(struct metaroce_cq *cq, const struct metaroce_cqe *cqe,
 		      struct ib_wc *wc)
 {
-	struct metaroce_qp *qp = xa_load(&mdev->qps, cqe->qp_num);
+	struct ib_qp *qp = cqe_qp(cq, cqe->qp_num);
 
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = cqe->wr_id;
@@ -216,7 +234,7 @@ static void cqe_to_wc(struct metaroce_dev *mdev, const struct metaroce_cqe *cqe,
 	wc->opcode = cqe->opcode;
 	wc->vendor_err = cqe->vendor_err;
 	wc->byte_len = cqe->byte_len;
-	wc->qp = qp ? &qp->ibqp : NULL;
+	wc->qp = qp;
 	wc->src_qp = cqe->src_qp;
 	wc->pkey_index = cqe->pkey_index;
 	wc->port_num = METAROCE_PORT;
@@ -236,7 +254,6 @@ static void cqe_to_wc(struct metaroce_dev *mdev, const struct metaroce_cqe *cqe,
 int metaroce_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 {
 	struct metaroce_cq *cq = to_mcq(ibcq);
-	struct metaroce_dev *mdev = to_mdev(ibcq->device);
 	struct metaroce_queue_hdr *hdr;
 	unsigned long flags;
 	int n = 0;
@@ -244,7 +261,7 @@ int metaroce_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	spin_lock_irqsave(&cq->lock, flags);
 	hdr = cq->queue.hdr;
 	while (n < num_entries && hdr->consumer != cq->queue.own_index) {
-		cqe_to_wc(mdev, metaroce_queue_slot(&cq->queue, hdr->consumer),
+		cqe_to_wc(cq, metaroce_queue_slot(&cq->queue, hdr->consumer),
 			  &wc[n++]);
 		/* Release: ordered after reading the entry (resize reads it). */
 		smp_store_release(&hdr->consumer, hdr->consumer + 1);

@@ -145,13 +145,22 @@ void metaroce_dealloc_driver(struct ib_device *ibdev)
 	metaroce_debugfs_remove(mdev);
 	if (mdev->engine)
 		mdev->engine->dev_close(mdev);
+	/*
+	 * The last MR puts queued their releases; ib_umem_release() uses the
+	 * ib_device, which ib_core frees after we return.
+	 */
+	flush_workqueue(metaroce_wq);
 	free_percpu(mdev->counters);
 	xa_destroy(&mdev->ahs);
 	xa_destroy(&mdev->mrs);
 	xa_destroy(&mdev->qps);
-	netdev_put(mdev->ndev, &mdev->ndev_tracker);
-	/* Last: module unload waits for the registry to empty. */
+	/*
+	 * Off the registry before the netdev goes: the receive path's walk
+	 * (loopback packets) reads mdev->ndev under RCU.
+	 */
 	metaroce_registry_remove(mdev);
+	synchronize_rcu();
+	netdev_put(mdev->ndev, &mdev->ndev_tracker);
 }
 
 static void init_ib_device(struct metaroce_dev *mdev)

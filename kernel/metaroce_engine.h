@@ -9,7 +9,7 @@
  * What the verbs layer owns and an engine may read: the rings of each QP
  * and CQ (struct metaroce_queue), the MR table (metaroce_mr_get()), the
  * AH table (metaroce_ah_lookup()), and the QP's attributes. An engine
- * reports back only through metaroce_cq_post(), metaroce_qp_set_state()
+ * reports back only through metaroce_cq_post(), metaroce_qp_fail()
  * and metaroce_qp_event().
  */
 #ifndef METAROCE_ENGINE_H

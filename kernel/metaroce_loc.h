@@ -98,7 +98,8 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		      struct ib_qp_init_attr *init);
 int metaroce_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
-int metaroce_qp_set_state(struct metaroce_qp *qp, enum ib_qp_state state);
+struct metaroce_qp *metaroce_qp_get(struct metaroce_dev *mdev, u32 qpn);
+void metaroce_qp_fail(struct metaroce_qp *qp);
 void metaroce_qp_event(struct metaroce_qp *qp, enum ib_event_type type);
 
 /* metaroce_post.c */

@@ -137,8 +137,13 @@ static void unregister_all_devices(void)
 		ib_unregister_device(&mdev->ib_dev);
 		put_device(&mdev->ib_dev.dev);
 	}
-	/* Let dealloc_driver calls that just left the list return. */
-	synchronize_rcu();
+	/*
+	 * A queued unregistration (netdev removal) may have taken a device
+	 * off the registry and still be in its dealloc_driver: ib_core keeps
+	 * each device in its table until dealloc_driver has returned, and
+	 * this waits for them.
+	 */
+	ib_unregister_driver((enum rdma_driver_id)METAROCE_DRIVER_ID);
 }
 
 static int metaroce_newlink(const char *ibdev_name, struct net_device *ndev)

@@ -20,7 +20,19 @@
 
 #include "metaroce_loc.h"
 
-#define MR_INDEX_LIMIT	XA_LIMIT(1, (1U << 24) - 1)
+/*
+ * A key is a random number with the MR's index in the table in its low
+ * bits; the index is itself taken at a random free place. Index 0 is never
+ * used, so no key is 0 (the local DMA lkey); the indexes leave room for
+ * every MR the device advertises.
+ */
+#define MR_INDEX_MASK	(2 * METAROCE_MAX_MR - 1)
+#define MR_INDEX_LIMIT	XA_LIMIT(1, MR_INDEX_MASK)
+
+static u32 mr_index(u32 key)
+{
+	return key & MR_INDEX_MASK;
+}
 
 static void mr_release_work(struct work_struct *work)
 {
@@ -29,7 +41,8 @@ static void mr_release_work(struct work_struct *work)
 
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
-	kfree(mr);
+	/* metaroce_mr_get() may still be looking at it, under RCU. */
+	kfree_rcu(mr, rcu);
 }
 
 /* May be called from softirq: the release itself may sleep, so defer it. */
@@ -45,7 +58,7 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
 	struct metaroce_mr *mr;
 
 	rcu_read_lock();
-	mr = xa_load(&mdev->mrs, key >> 8);
+	mr = xa_load(&mdev->mrs, mr_index(key));
 	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
@@ -271,14 +284,16 @@ static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access,
 static int mr_publish(struct metaroce_mr *mr)
 {
 	struct metaroce_dev *mdev = mr->mdev;
-	u32 index;
+	u32 index, next;
 	int err;
 
+	BUILD_BUG_ON(!is_power_of_2(METAROCE_MAX_MR));
+	next = get_random_u32_inclusive(1, MR_INDEX_MASK);
 	err = xa_alloc_cyclic(&mdev->mrs, &index, NULL, MR_INDEX_LIMIT,
-			      &mdev->next_mr, GFP_KERNEL);
+			      &next, GFP_KERNEL);
 	if (err < 0)
 		return err;
-	mr->ibmr.lkey = (index << 8) | get_random_u8();
+	mr->ibmr.lkey = (get_random_u32() & ~MR_INDEX_MASK) | index;
 	mr->ibmr.rkey = mr->ibmr.lkey;
 	xa_store(&mdev->mrs, index, mr, GFP_KERNEL);
 	return 0;
@@ -386,8 +401,12 @@ int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct metaroce_mr *mr = to_mmr(ibmr);
 
-	/* New lookups fail; work requests in flight keep their reference. */
-	xa_erase(&mr->mdev->mrs, ibmr->lkey >> 8);
+	/*
+	 * New lookups fail; work requests in flight keep their reference (the
+	 * last of them frees the MR, after a grace period), but revoked, they
+	 * can no longer reach its memory.
+	 */
+	xa_erase(&mr->mdev->mrs, mr_index(ibmr->lkey));
 	metaroce_mr_revoke(mr);
 	metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
 	metaroce_mr_put(mr);

@@ -281,6 +281,38 @@ static u32 packet_payload(const struct metaroce_qp *qp)
 					       bytes;
 }
 
+/* States in which the engine may fail a QP: it carries traffic. */
+static bool engine_may_fail(enum ib_qp_state state)
+{
+	return state >= IB_QPS_RTR && state <= IB_QPS_SQE;
+}
+
+/*
+ * Moves the QP from @expected to @state for modify_qp (under modify_lock)
+ * and lets the engine act on it. The engine may have failed the QP since
+ * modify_qp read the state (metaroce_qp_fail() does not take modify_lock):
+ * then only a move to RESET or ERR still makes sense.
+ */
+static int set_state(struct metaroce_qp *qp, enum ib_qp_state expected,
+		     enum ib_qp_state state)
+{
+	enum ib_qp_state old;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->state_lock, flags);
+	old = qp->state;
+	if (old != expected && state != IB_QPS_RESET && state != IB_QPS_ERR) {
+		spin_unlock_irqrestore(&qp->state_lock, flags);
+		return -EINVAL;
+	}
+	qp->attr.qp_state = state;
+	/* Release: the attributes are in place before the state says so. */
+	smp_store_release(&qp->state, state);
+	spin_unlock_irqrestore(&qp->state_lock, flags);
+
+	return qp->mdev->engine->qp_state_changed(qp, old, state);
+}
+
 int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		       struct ib_udata *udata)
 {
@@ -305,6 +337,13 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (err)
 		goto out;
 	if (mask & IB_QP_AV) {
+		/*
+		 * The packet path reads the AV without a lock once the QP is
+		 * in RTR; it may change only before (SQD -> SQD is refused).
+		 */
+		err = -EOPNOTSUPP;
+		if (cur_state != IB_QPS_RESET && cur_state != IB_QPS_INIT)
+			goto out;
 		err = metaroce_av_from_attr(&av, &attr->ah_attr);
 		if (err)
 			goto out;
@@ -319,28 +358,33 @@ int metaroce_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	 */
 	if (qp->ibqp.qp_type != IB_QPT_RC || (mask & IB_QP_PATH_MTU))
 		qp->mtu = packet_payload(qp);
-	err = metaroce_qp_set_state(qp, new_state);
+	err = set_state(qp, cur_state, new_state);
 out:
 	mutex_unlock(&qp->modify_lock);
 	return err;
 }
 
 /*
- * Moves the QP to @state and lets the engine act on it. Also how the
- * engine itself moves a QP to the error state (from any context).
+ * How the engine gives up on a QP, from any context: the error state, then
+ * the engine flushes. A QP the user has just reset (or not yet connected)
+ * stays as it is: the check and the move are one step under state_lock.
  */
-int metaroce_qp_set_state(struct metaroce_qp *qp, enum ib_qp_state state)
+void metaroce_qp_fail(struct metaroce_qp *qp)
 {
 	enum ib_qp_state old;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->state_lock, flags);
 	old = qp->state;
-	WRITE_ONCE(qp->state, state);
-	qp->attr.qp_state = state;
+	if (!engine_may_fail(old)) {
+		spin_unlock_irqrestore(&qp->state_lock, flags);
+		return;
+	}
+	qp->attr.qp_state = IB_QPS_ERR;
+	WRITE_ONCE(qp->state, IB_QPS_ERR);
 	spin_unlock_irqrestore(&qp->state_lock, flags);
 
-	return qp->mdev->engine->qp_state_changed(qp, old, state);
+	qp->mdev->engine->qp_state_changed(qp, old, IB_QPS_ERR);
 }
 
 /* Reports an affiliated asynchronous event on the QP. */
@@ -387,15 +431,41 @@ int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
+/*
+ * Finds QP @qpn and takes a reference, or returns NULL. Callable from any
+ * context; metaroce_destroy_qp() explains why the QP cannot be freed under
+ * the lookup.
+ */
+struct metaroce_qp *metaroce_qp_get(struct metaroce_dev *mdev, u32 qpn)
+{
+	struct metaroce_qp *qp;
+
+	rcu_read_lock();
+	qp = xa_load(&mdev->qps, qpn);
+	if (qp && !refcount_inc_not_zero(&qp->ref))
+		qp = NULL;
+	rcu_read_unlock();
+	return qp;
+}
+
 int metaroce_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct metaroce_qp *qp = to_mqp(ibqp);
 	struct metaroce_dev *mdev = qp->mdev;
 
-	/* No new lookups; wait for the packet path to let go. */
+	/*
+	 * ib_core allocated this QP (our size, INIT_RDMA_OBJ_SIZE) and kfrees
+	 * it as soon as we return, with no grace period. A lookup that read
+	 * the pointer from the table just before the erase may still be about
+	 * to take its reference: after synchronize_rcu() every such lookup has
+	 * either taken it or given up, so waiting for the references to drop
+	 * covers every user. A grace period here, on a slow path, keeps the
+	 * per-packet lookup free of locks.
+	 */
 	xa_erase(&mdev->qps, ibqp->qp_num);
+	synchronize_rcu();
 	metaroce_qp_put(qp);
-	wait_for_completion(&qp->released);
+	metaroce_wait_last_user(&qp->released, "QP", ibqp->qp_num);
 
 	mdev->engine->qp_destroy(qp);
 	metaroce_queue_cleanup(&qp->rq);

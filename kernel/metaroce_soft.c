@@ -33,8 +33,7 @@ void soft_schedule_tx(struct metaroce_soft_qp *sqp)
 /* The engine gives up on a QP: error state, then everything is flushed. */
 void soft_qp_fail(struct metaroce_qp *qp)
 {
-	if (READ_ONCE(qp->state) != IB_QPS_ERR)
-		metaroce_qp_set_state(qp, IB_QPS_ERR);
+	metaroce_qp_fail(qp);
 }
 
 /*
@@ -118,7 +117,8 @@ static int soft_qp_create(struct metaroce_qp *qp)
 				  __GFP_NOWARN : GFP_KERNEL;
 	struct metaroce_soft_qp *sqp;
 
-	sqp = kzalloc(sizeof(*sqp), gfp);
+	/* About 21 KiB (the path table, READ records): no need for contiguous pages. */
+	sqp = kvzalloc(sizeof(*sqp), gfp);
 	if (!sqp)
 		return -ENOMEM;
 	sqp->qp = qp;
@@ -150,7 +150,7 @@ static int soft_qp_create(struct metaroce_qp *qp)
 err:
 	kvfree(sqp->resp.rwqes);
 	kvfree(sqp->req.swqes);
-	kfree(sqp);
+	kvfree(sqp);
 	return -ENOMEM;
 }
 
@@ -180,7 +180,7 @@ static void soft_qp_destroy(struct metaroce_qp *qp)
 	soft_paths_cleanup(&sqp->req);
 	kvfree(sqp->resp.rwqes);
 	kvfree(sqp->req.swqes);
-	kfree(sqp);
+	kvfree(sqp);
 	qp->soft = NULL;
 }
 

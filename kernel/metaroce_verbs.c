@@ -97,6 +97,22 @@ static void metaroce_dealloc_ucontext(struct ib_ucontext *ibuc)
 {
 }
 
+/*
+ * The device goes away (rdma link delete, netdev or namespace removal,
+ * rmmod) while a process holds a context open: with this op ib_core does
+ * not wait for the process to close the device. By now it has destroyed
+ * every object of the context, so the engine no longer touches their
+ * rings. The process's ring mappings stay: ib_core zaps only the PFN maps
+ * it tracks (device memory that vanishes), while ours are vmalloc pages
+ * that each mapping holds a reference on (remap_vmalloc_range()), freed
+ * with the last unmap. The process sees stale rings, no new completions,
+ * EIO from every command and IB_EVENT_DEVICE_FATAL. Nothing is left to
+ * release here.
+ */
+static void metaroce_disassociate_ucontext(struct ib_ucontext *ibuc)
+{
+}
+
 static int metaroce_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	return metaroce_obj_charge(to_mdev(ibpd->device), METAROCE_OBJ_PD);
@@ -124,6 +140,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 	.dealloc_pd = metaroce_dealloc_pd,
 	.dealloc_ucontext = metaroce_dealloc_ucontext,
 	.dereg_mr = metaroce_dereg_mr,
+	.disassociate_ucontext = metaroce_disassociate_ucontext,
 	.destroy_ah = metaroce_destroy_ah,
 	.destroy_cq = metaroce_destroy_cq,
 	.destroy_qp = metaroce_destroy_qp,

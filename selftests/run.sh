@@ -33,6 +33,7 @@ SUITES=(
 	"limits:1:0:selftests/metaroce/limits.sh"
 	"xfrm:1:0:selftests/metaroce/xfrm.sh"
 	"fuzz:1:0:selftests/metaroce/fuzz.sh"
+	"teardown:1:0:selftests/metaroce/teardown.sh"
 )
 
 installed=

@@ -125,6 +125,43 @@ TEST_F(Mr, KeysAreDistinct)
 	}
 }
 
+// A peer that learns one rkey must not be able to guess the next: keys of
+// MRs registered one after the other share no stride, neither in their
+// high bits (an index above a random byte) nor in their low bits (an
+// index below random bits), and a key freed and registered again differs
+// in more than its low byte.
+TEST_F(Mr, KeysAreUnpredictable)
+{
+	Buf mem(65536);
+	std::vector<ibv_mr *> mrs;
+	int high_steps = 0, low_steps = 0;
+
+	for (int i = 0; i < 64; i++) {
+		ibv_mr *mr = ibv_reg_mr(A().pd, mem.p, 4096, kRcAccess);
+		ASSERT_NE(mr, nullptr) << i << ": " << errstr(errno);
+		mrs.push_back(mr);
+	}
+	for (size_t i = 1; i < mrs.size(); i++) {
+		uint32_t prev = mrs[i - 1]->rkey, cur = mrs[i]->rkey;
+
+		high_steps += (cur >> 8) == (prev >> 8) + 1;
+		low_steps += (cur & 0xfffff) == (prev & 0xfffff) + 1;
+	}
+	EXPECT_LT(high_steps, 4) << "keys step by 256";
+	EXPECT_LT(low_steps, 4) << "keys' low bits step by 1";
+
+	uint32_t old_key = mrs.back()->rkey;
+	ASSERT_EQ(ibv_dereg_mr(mrs.back()), 0);
+	mrs.pop_back();
+	ibv_mr *again = ibv_reg_mr(A().pd, mem.p, 4096, kRcAccess);
+	ASSERT_NE(again, nullptr) << errstr(errno);
+	EXPECT_NE(again->rkey >> 8, old_key >> 8);
+	mrs.push_back(again);
+	for (ibv_mr *mr : mrs) {
+		EXPECT_EQ(ibv_dereg_mr(mr), 0);
+	}
+}
+
 TEST_F(Mr, OneByteMrsAtOddAddresses)
 {
 	Qp qa(A()), qb(B());
