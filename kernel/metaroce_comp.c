@@ -148,7 +148,7 @@ static void advance(u32 *watermark, u32 tx_seq)
 		*watermark = tx_seq;
 }
 
-/* A new acknowledgement or response: the retry period starts again. */
+/* A new acknowledgment or response: the retry period starts again. */
 static void note_progress(struct soft_req *req)
 {
 	req->progress_ns = ktime_get_ns();
@@ -448,7 +448,7 @@ static u32 peer_has(struct soft_req *req, struct soft_pkt *e, u32 acked_before)
 	advance(&req->acked_tx_seq, e->tx_seq);
 	if (is_read_psn(req, e)) {
 		/*
-		 * The responder has the request: its first acknowledgement is
+		 * The responder has the request: its first acknowledgment is
 		 * progress, though nothing is delivered; a re-read's is not.
 		 */
 		if (!e->request_acked_once)
