@@ -180,7 +180,6 @@ static void read_addresses(struct sk_buff *skb, struct soft_pkt_info *pkt)
 		ether_addr_copy(pkt->smac, eth_hdr(skb)->h_source);
 }
 
-static struct metaroce_qp *get_qp(struct metaroce_dev *mdev, u32 qpn);
 static bool from_peer(const struct metaroce_qp *qp,
 		      const struct soft_pkt_info *pkt);
 
@@ -202,7 +201,7 @@ static void nak_version(struct metaroce_dev *mdev, struct sk_buff *skb,
 	};
 	struct metaroce_qp *qp;
 
-	qp = get_qp(mdev, be32_to_cpu(bth->dqpn) & METAROCE_QPN_MASK);
+	qp = metaroce_qp_get(mdev, be32_to_cpu(bth->dqpn) & METAROCE_QPN_MASK);
 	if (!qp)
 		return;
 	read_addresses(skb, &pkt);
@@ -281,18 +280,6 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 malformed:
 	metaroce_count(mdev, RX_MALFORMED);
 	return false;
-}
-
-static struct metaroce_qp *get_qp(struct metaroce_dev *mdev, u32 qpn)
-{
-	struct metaroce_qp *qp;
-
-	rcu_read_lock();
-	qp = xa_load(&mdev->qps, qpn);
-	if (qp && !refcount_inc_not_zero(&qp->ref))
-		qp = NULL;
-	rcu_read_unlock();
-	return qp;
 }
 
 static bool from_peer(const struct metaroce_qp *qp,
@@ -378,7 +365,7 @@ void metaroce_rx(struct metaroce_dev *mdev, struct sk_buff *skb)
 
 	if (!parse_packet(mdev, skb, &pkt))
 		goto out;
-	qp = get_qp(mdev, pkt.dqpn);
+	qp = metaroce_qp_get(mdev, pkt.dqpn);
 	if (!qp) {
 		metaroce_count(mdev, RX_UNKNOWN_QP);
 		goto out;
