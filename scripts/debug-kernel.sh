@@ -5,7 +5,7 @@
 #
 #   scripts/debug-kernel.sh build    build it unless cached; install it
 #   scripts/debug-kernel.sh kver     print its version (builds if needed)
-#   scripts/debug-kernel.sh image    print the path of its vmlinux
+#   scripts/debug-kernel.sh image    print the path of its bzImage
 #   scripts/debug-kernel.sh key      print the cache key
 #
 # The build is cached in $METAROCE_CACHE (default /var/cache/metaroce) under a
@@ -14,7 +14,7 @@
 # (about 25 minutes on 2 cores); later runs reuse it. "Installed" means its
 # modules are under /lib/modules/KVER (with the build tree as its "build"
 # link, the KDIR for out-of-tree modules), where a vmrun guest, which sees
-# the host root, finds them. /boot is not touched: vmrun boots the vmlinux
+# the host root, finds them. /boot is not touched: vmrun boots the bzImage
 # given with --kernel, and the host's default kernel stays Debian's.
 set -euo pipefail
 
@@ -109,13 +109,13 @@ build() {
 	[[ -r $TARBALL ]] || die "$TARBALL missing (apt-get install $SOURCE_PKG)"
 	[[ -f $out/configured ]] || configure "$out"
 	echo "debug-kernel: building (log: $out/build.log)" >&2
-	if ! make -C "$src" -j "$(nproc)" vmlinux modules \
+	if ! make -C "$src" -j "$(nproc)" bzImage modules \
 		>"$out/build.log" 2>&1; then
 		tail -n 40 "$out/build.log" >&2
 		die "build failed"
 	fi
 	make -C "$src" -s INSTALL_MOD_PATH="$out/root" modules_install >&2
-	cp "$src/vmlinux" "$out/vmlinux"
+	cp "$src/arch/x86/boot/bzImage" "$out/bzImage"
 	make -C "$src" -s kernelrelease >"$out/kver"
 	# Out-of-tree builds need only the prepared tree: drop the objects.
 	tmp=$(cat "$out/kver")
@@ -151,10 +151,22 @@ ensure() {
 	echo "$out"
 }
 
+# The bzImage: QEMU's PVH entry into the vmlinux triple-faults at once with
+# KASAN. (A build cached before the bzImage was kept makes it now.)
+image() {
+	local out
+	out=$(ensure)
+	if [[ ! -f $out/bzImage ]]; then
+		make -C "$out/src" -s -j "$(nproc)" bzImage >&2
+		cp "$out/src/arch/x86/boot/bzImage" "$out/bzImage"
+	fi
+	echo "$out/bzImage"
+}
+
 case ${1:-build} in
 build) ensure >/dev/null ;;
 kver) cat "$(ensure)/kver" ;;
-image) echo "$(ensure)/vmlinux" ;;
+image) image ;;
 key) cache_key ;;
 *) die "usage: $0 build|kver|image|key" ;;
 esac
