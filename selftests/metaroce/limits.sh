@@ -72,6 +72,8 @@ load_base() {
 	source /tmp/metaroce-limits.base
 }
 
+MEM_SLACK_KB=$((32 << 10))
+
 mem_available_kb() {
 	sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo
 }
@@ -152,7 +154,7 @@ exhaust() {
 	err=$(field errno)
 	peak=$(cat "$CG/memory.peak" 2>/dev/null || echo 0)
 	wait_until 30 counts_back $COUNTED || true
-	wait_until 30 eval '(( $(mem_available_kb) > avail0 - 16384 ))' || true
+	wait_until 30 eval '(( $(mem_available_kb) > avail0 - MEM_SLACK_KB ))' || true
 	avail2=$(mem_available_kb)
 	ooms=$(($(oom_kills) - ooms0))
 	echo "created $created ${kind}s of ~$est MiB each (cap $cap), errno $err;" \
@@ -167,8 +169,10 @@ exhaust() {
 	# What was made fits the cgroup: it was charged there.
 	((created * est <= 2 * (${MEM%M} + est)))
 	counts_back $COUNTED
-	# All the memory came back (within 16 MiB).
-	((avail2 > avail0 - 16384))
+	# The memory came back, within MEM_SLACK_KB: MemAvailable also moves
+	# with the page cache and deferred frees (17 MiB short once, on a loaded
+	# host, with every object gone). Leaked objects show in counts_back.
+	((avail2 > avail0 - MEM_SLACK_KB))
 }
 
 test_qps_in_cgroup() {
