@@ -130,6 +130,7 @@ struct metaroce_mr {
 	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
 	bool is_dma;
 	bool revoked;			/* deregistered: no access at all */
+	atomic_t zc_skbs;		/* skbs with its pages (metaroce_zc.c) */
 	int access;			/* IB_ACCESS_* */
 	u64 iova;
 	u64 length;

@@ -68,8 +68,12 @@ int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
 			      const void *buf, u32 len);
 int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 			    void *buf, u32 len);
-int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len);
+
+/* metaroce_zc.c */
+int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr);
+void metaroce_zc_wait(struct metaroce_mr *mr);
 
 /* metaroce_cq.c */
 int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

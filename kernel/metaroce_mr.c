@@ -216,18 +216,16 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
 /*
  * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
  * copying. Returns -EMSGSIZE when the skb has no fragment slots left,
- * -EACCES if @mr was revoked.
+ * -EACCES if @mr was revoked, -ENOMEM; the caller then copies.
  *
- * The pages are the user's (or page cache a read-only MR maps), so the skb
- * is marked as having shared fragments: whatever would write to them in
- * place (an ESP transform, a checksum fixup) copies them first.
- *
- * The check covers taking the pages, not the NIC reading them later: an
- * skb built before deregistration may carry the buffer's bytes after it.
- * So only the application's own sends attach (it chose what and when to
- * send); a READ response, whose timing the peer chooses, is copied.
+ * The pages are the user's (or page cache a read-only MR maps): the skb
+ * carries a metaroce_zc (metaroce_zc.c), which marks its fragments shared
+ * (whatever would write them in place copies them first) and makes
+ * deregistration wait until the packet is gone. Only the application's own
+ * sends attach; a READ response, which the peer can ask for at any time
+ * and as often as it likes, is copied.
  */
-int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
@@ -242,7 +240,8 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 		rcu_read_unlock();
 		return -EACCES;
 	}
-	while (mr_next_piece(&c, &page, &offset, &chunk)) {
+	err = metaroce_zc_track(skb, mr);
+	while (!err && mr_next_piece(&c, &page, &offset, &chunk)) {
 		int nr = skb_shinfo(skb)->nr_frags;
 
 		if (nr >= MAX_SKB_FRAGS) {
@@ -251,7 +250,6 @@ int metaroce_mr_attach_to_skb(const struct metaroce_mr *mr, u64 addr,
 		}
 		get_page(page);
 		skb_fill_page_desc(skb, nr, page, offset, chunk);
-		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
 		skb->len += chunk;
 		skb->data_len += chunk;
 		skb->truesize += chunk;
@@ -377,24 +375,29 @@ err_free:
 
 /*
  * Ends every access through @mr: once this returns, no copy to or from its
- * memory runs and none starts (they fail with -EACCES). May sleep.
+ * memory runs and none starts (they fail with -EACCES), and no packet that
+ * carries its pages is left to send. May sleep.
  *
  * Every access is made by the holder of a reference. If the registration's
  * is the only one left, no access is running, and a lookup that found the
  * MR just before it left the table reads the flag after taking its
  * reference (metaroce_mr_get()), so it sees it: no grace period is needed,
  * which keeps the deregistration of idle MRs (a process exiting with many)
- * from waiting one each. Otherwise an access may be under way: wait for it.
+ * from waiting one each (a packet holding its pages holds a reference too).
+ * Otherwise an access may be under way: wait for it, then for the packets.
  */
 static void metaroce_mr_revoke(struct metaroce_mr *mr)
 {
 	WRITE_ONCE(mr->revoked, true);
 	/* The flag before the count; pairs with metaroce_mr_get(). */
 	smp_mb();
-	if (refcount_read(&mr->ref) > 1)
+	if (refcount_read(&mr->ref) > 1) {
 		synchronize_rcu();
-	else
+		/* Packets built before carry its pages: let them leave. */
+		metaroce_zc_wait(mr);
+	} else {
 		smp_mb();	/* a holder that let go did so after its access */
+	}
 }
 
 int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)

@@ -77,6 +77,7 @@ run_all() {
 		[[ -n $filter ]] || break
 		METAROCE_DEV_A=mr1 METAROCE_DEV_B=mr2 \
 			METAROCE_VERBS_NETDEV_MTU_A="ip -n ns1 link set dev veth0 mtu" \
+			METAROCE_VERBS_QDISC_A="tc -n ns1 qdisc ACTION dev veth0 root" \
 			timeout -k 10 "${METAROCE_VERBS_TIMEOUT:-600}" \
 			"$BIN" --gtest_color=no "${GTEST_ARGS[@]}" \
 			--gtest_filter="$filter" 2>&1 | tee "$out"

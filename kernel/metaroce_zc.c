@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Zero-copy packets and deregistration.
+ *
+ * A SEND or WRITE packet may carry an MR's pages as its fragments
+ * (metaroce_mr_attach_to_skb()); the NIC, or a qdisc before it, reads them
+ * when it sends the packet, which can be long after the packet was built.
+ * After ibv_dereg_mr returns, no packet may still read them: the buffer is
+ * the application's again, and what it writes there must not reach the
+ * peer. So each such skb carries a struct metaroce_zc (its ubuf_info, which
+ * the stack calls back when the last clone of the skb lets go of the
+ * fragments), naming the MRs it holds pages of; each MR counts those skbs,
+ * and deregistration waits for the count to drop to zero.
+ *
+ * A packet delivered locally (veth, loopback) could sit in a receiver's
+ * socket for as long as that receiver likes: there the stack copies the
+ * fragments and lets go of ours first (skb_orphan_frags()), so that no
+ * other process can make deregistration wait.
+ */
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+
+#include "metaroce_loc.h"
+
+struct metaroce_zc {
+	struct ubuf_info ubuf;
+	u8 nr;
+	/* A packet's payload comes from one WQE: at most one MR per SGE. */
+	struct metaroce_mr *mr[METAROCE_MAX_SGE];
+};
+
+/* Every clone and segment of the skb has let go of the fragments. */
+static void zc_complete(struct sk_buff *skb, struct ubuf_info *ubuf,
+			bool zerocopy_success)
+{
+	struct metaroce_zc *zc = container_of(ubuf, struct metaroce_zc, ubuf);
+	u8 i;
+
+	if (!refcount_dec_and_test(&ubuf->refcnt))
+		return;
+	for (i = 0; i < zc->nr; i++) {
+		struct metaroce_mr *mr = zc->mr[i];
+
+		if (atomic_dec_and_test(&mr->zc_skbs))
+			wake_up_var(&mr->zc_skbs);
+		metaroce_mr_put(mr);
+	}
+	kfree(zc);
+}
+
+#ifdef METAROCE_HAVE_UBUF_INFO_OPS
+static const struct ubuf_info_ops zc_ops = {
+	.complete = zc_complete,
+};
+
+static void zc_set_complete(struct ubuf_info *ubuf)
+{
+	ubuf->ops = &zc_ops;
+}
+
+static bool zc_is_ours(const struct ubuf_info *ubuf)
+{
+	return ubuf->ops == &zc_ops;
+}
+#else
+static void zc_set_complete(struct ubuf_info *ubuf)
+{
+	ubuf->callback = zc_complete;
+}
+
+static bool zc_is_ours(const struct ubuf_info *ubuf)
+{
+	return ubuf->callback == zc_complete;
+}
+#endif
+
+/*
+ * Counts @skb as holding pages of @mr until it is freed. Called with the
+ * MR checked not revoked, in the same RCU read-side critical section (so
+ * metaroce_mr_revoke(), which waits for a grace period, then sees the
+ * count), and with a reference to @mr held. -ENOMEM, or -EMSGSIZE if @skb
+ * names too many MRs: the caller copies instead.
+ */
+int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr)
+{
+	struct ubuf_info *ubuf = skb_zcopy(skb);
+	struct metaroce_zc *zc;
+	u8 i;
+
+	if (ubuf) {
+		if (WARN_ON_ONCE(!zc_is_ours(ubuf)))
+			return -EINVAL;
+		zc = container_of(ubuf, struct metaroce_zc, ubuf);
+		for (i = 0; i < zc->nr; i++)
+			if (zc->mr[i] == mr)
+				return 0;
+		if (zc->nr == ARRAY_SIZE(zc->mr))
+			return -EMSGSIZE;
+	} else {
+		zc = kmalloc(sizeof(*zc), GFP_ATOMIC);
+		if (!zc)
+			return -ENOMEM;
+		zc_set_complete(&zc->ubuf);
+		refcount_set(&zc->ubuf.refcnt, 1);
+		/*
+		 * The fragments are shared with user space: whatever would
+		 * write them in place (ESP) copies them first.
+		 */
+		zc->ubuf.flags = SKBFL_ZEROCOPY_FRAG;
+		zc->nr = 0;
+		skb_zcopy_init(skb, &zc->ubuf);
+	}
+	refcount_inc(&mr->ref);
+	atomic_inc(&mr->zc_skbs);
+	zc->mr[zc->nr++] = mr;
+	return 0;
+}
+
+/* Waits until no skb holds pages of @mr (it is revoked: none will again). */
+void metaroce_zc_wait(struct metaroce_mr *mr)
+{
+	wait_var_event(&mr->zc_skbs, !atomic_read(&mr->zc_skbs));
+}
