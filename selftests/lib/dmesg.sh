@@ -87,3 +87,27 @@ dmesg_check() {
 	((${#lines[@]} > 0)) || return 0
 	printf '%s\n' "${lines[@]}" | _dmesg_drop_ignored
 }
+
+# dmesg_reports_by_step PREFIX: the kernel reports logged since the last
+# dmesg_mark, each as "STEP<tab>LINE", where STEP is what followed PREFIX on
+# the last line that contained PREFIX before the report (a tool logs
+# "PREFIX<step>" to /dev/kmsg before each step; empty before the first).
+# Returns 1 if there are any, else 0.
+dmesg_reports_by_step() {
+	local prefix=$1 log line step='' mark=() reports=()
+	log=$(dmesg 2>/dev/null) || return 0
+	[[ -n $DMESG_MARK ]] && mark=(-e "$DMESG_MARK")
+	while IFS= read -r line; do
+		if [[ -n $DMESG_MARK && $line == *"$DMESG_MARK"* ]]; then
+			step=''
+			reports=()
+		elif [[ $line == *"$prefix"* ]]; then
+			step=${line#*"$prefix"}
+		elif [[ -n $(_dmesg_drop_ignored <<<"$line") ]]; then
+			reports+=("$step"$'\t'"$line")
+		fi
+	done < <(grep -E "${mark[@]}" -e "$prefix" "${_dmesg_grep_args[@]}" <<<"$log")
+	((${#reports[@]} > 0)) || return 0
+	printf '%s\n' "${reports[@]}"
+	return 1
+}

@@ -46,6 +46,24 @@ test_dmesg_scan() {
 	diff -u "$BENCH/dmesg-reports.expected" <(printf '%s\n' "$out")
 }
 
+# Reports pinned on the step a tool logged before them (compliance.sh).
+test_dmesg_by_step() {
+	source "$REPO/selftests/lib/dmesg.sh"
+	local out rc=0
+	# shellcheck disable=SC2317 # called by dmesg_reports_by_step
+	dmesg() {
+		printf '%s\n' "[1.0] BUG: before the mark" "[1.5] the-mark" \
+			"[2.0] tool: case aaa" "[2.1] nothing" "[3.0] tool: case bbb" \
+			"[3.1] BUG: KASAN: slab-out-of-bounds in x" "[4.0] tool: case ccc" \
+			"[5.0] metaroce: loading out-of-tree module taints kernel."
+	}
+	DMESG_MARK=the-mark
+	out=$(dmesg_reports_by_step "tool: case ") || rc=$?
+	unset -f dmesg
+	[[ $rc == 1 ]]
+	[[ $out == "bbb"$'\t'"[3.1] BUG: KASAN: slab-out-of-bounds in x" ]]
+}
+
 test_one_vm() {
 	cd "$REPO"
 	"$VMRUN" --env "VMRUN_TEST_ENV=a b" -- "$BENCH/one-vm.sh" "$KVER" "$REPO"
@@ -91,6 +109,7 @@ test_panic() {
 
 tap_plan 7
 run_test "dmesg scan of sample logs" test_dmesg_scan
+run_test "dmesg reports pinned on steps" test_dmesg_by_step
 run_test "one VM: kernel, mounts, modprobe, netns topologies" test_one_vm
 run_test "two VMs: links, rendezvous, ping" test_two_vms
 run_test "exit status 3 is passed through" test_exit_status

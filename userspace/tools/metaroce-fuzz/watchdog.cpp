@@ -1,12 +1,10 @@
 #include "watchdog.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+
+#include "cli.h"
 
 namespace metaroce::fuzz {
 namespace {
@@ -18,19 +16,13 @@ double uptime_s() {
 }
 
 void trace(const char* fmt, ...) {
-    static const int kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
     char buf[900];
     va_list ap;
     va_start(ap, fmt);
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     std::printf("# %s\n", buf);
-    if (kmsg >= 0) {
-        char line[960];
-        const int n = std::snprintf(line, sizeof line, "<2>metaroce-fuzz: %s\n", buf);
-        if (write(kmsg, line, static_cast<std::size_t>(std::min(n, 959))) < 0) {
-        }
-    }
+    tools::kernel_log(2, "metaroce-fuzz: %s", buf);
 }
 
 Watchdog::Watchdog(std::uint64_t seed, int limit_s)

@@ -29,6 +29,11 @@ int run_tool(const char* name, const char* usage_text, const std::function<int()
 // One line on stdout, "TOOL: " and the message, flushed.
 void log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// One line in the kernel's log at printk `level` (0 to 7), where this process may write
+// /dev/kmsg (root); nothing otherwise. It lands in order with what the kernel logs, so a kernel
+// report can be pinned on the step that came before it.
+void kernel_log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
 // Milliseconds until `deadline`, 0 once it has passed.
 int remaining_ms(std::chrono::steady_clock::time_point deadline);
 
