@@ -12,7 +12,10 @@
 # The VMs boot Debian's kernel. --debug-kernel (or VM_KERNEL=debug) boots
 # the debug kernel instead (scripts/debug-kernel.sh: KASAN, KFENCE, UBSAN,
 # lockdep, kmemleak, ...; built once, about an hour on 2 cores, and cached),
-# with the module built for it (scripts/build-for-kernel.sh).
+# with the module built for it (scripts/build-for-kernel.sh). It takes a
+# minute to boot and another to scan for leaks at the end, so the one-VM
+# suites then share one VM (selftests/vm/run-suites.sh); a suite may take
+# SUITE_TIMEOUT seconds (900, on the debug kernel 3600).
 set -uo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +48,7 @@ for arg in "$@"; do
 	--installed) installed=1 ;;
 	--debug-kernel) distro= ;;
 	-h | --help)
-		sed -n '2,10p' "$0"
+		sed -n '2,17p' "$0"
 		exit 0
 		;;
 	*) selected+=("$arg") ;;
@@ -67,7 +70,8 @@ if [[ -z $distro ]]; then
 	echo "# VM kernel: $dbg_kver (debug build, $dbg_image)"
 	kernel_args=(--kver "$dbg_kver" --kernel "$dbg_image")
 	ko=$BUILD/debug-kernel/kernel/metaroce.ko
-	vm_env+=(--env "METAROCE_KTEST=$BUILD/debug-kernel/ktest/metaroce_ktest.ko")
+	vm_env+=(--env "METAROCE_KTEST=$BUILD/debug-kernel/ktest/metaroce_ktest.ko"
+		--env METAROCE_DEBUG_KERNEL=1)
 fi
 if [[ -z $installed ]]; then
 	vm_env+=(--env "METAROCE_KO=$ko"
@@ -77,6 +81,9 @@ fi
 for v in FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
 	[[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}")
 done
+
+# Seconds a suite may take: the debug kernel runs them several times slower.
+suite_timeout=${SUITE_TIMEOUT:-$([[ -z $distro ]] && echo 3600 || echo 900)}
 
 passed=0
 failed=0
@@ -101,7 +108,7 @@ run_suite() {
 		echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
 		selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
 			"${kernel_args[@]}" \
-			--timeout "${SUITE_TIMEOUT:-900}" "${vm_env[@]}" -- \
+			--timeout "$suite_timeout" "${vm_env[@]}" -- \
 			"$script" 2>&1 | tee "$log"
 		rc=${PIPESTATUS[0]}
 		# Count TAP results (with two VMs, each VM reports its own).
@@ -122,14 +129,63 @@ run_suite() {
 	failed=$((failed + f))
 }
 
+# run_batch NAME:SCRIPT...: the one-VM suites given in one VM
+# (selftests/vm/run-suites.sh), each with its own log and time limit; a
+# suite that did not end (the VM timed out or crashed) counts as failed, and
+# one the emulated NIC stalled in runs again on its own.
+run_batch() {
+	local each=$suite_timeout log=$logdir/batch.log rc entry name script
+	local scripts=() p f section
+
+	for entry in "$@"; do
+		scripts+=("${entry#*:}")
+	done
+	echo "=== ${*%%:*} (1 VM, one boot)"
+	selftests/vm/vmrun --vms 1 "${kernel_args[@]}" \
+		--timeout $((each * $# + 300)) "${vm_env[@]}" -- \
+		selftests/vm/run-suites.sh "$each" "${scripts[@]}" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	for entry in "$@"; do
+		name=${entry%%:*} script=${entry#*:} section=$logdir/$name.log
+		sed -n "\|^### suite begin $script\$|,\|^### suite end $script |p" \
+			"$log" >"$section"
+		p=$(grep -cE '^ok [0-9]+' "$section")
+		f=$(grep -cE '^not ok [0-9]+' "$section")
+		if ! grep -qE "^### suite end $script status 0\$" "$section"; then
+			((f == 0)) && echo "not ok - $name: did not end with status 0"
+			((f == 0)) && f=1
+			if nic_stalled "$section"; then
+				echo "# $name: the emulated NIC stopped transmitting: running the suite again on its own"
+				run_suite "$name" 1 "" "$script"
+				continue
+			fi
+		fi
+		passed=$((passed + p))
+		failed=$((failed + f))
+	done
+	if ((rc != 0)) && grep -qE '^(vmrun: .*kernel reports|vmrun guest: KERNEL REPORTS)' "$log"; then
+		# A report after the last test of the last suite.
+		echo "not ok - ${*%%:*}: kernel report at the end of the run"
+		failed=$((failed + 1))
+	fi
+}
+
+# The debug kernel boots the one-VM suites once, in one batch; Debian's
+# kernel, which boots in seconds, gives each its own VM.
+batch=()
 for suite in "${SUITES[@]}"; do
 	IFS=: read -r name vms links script <<<"$suite"
 	if ((${#selected[@]})) && [[ ! " ${selected[*]} " == *" $name "* ]]; then
 		continue
 	fi
 	((links == 0)) && links=
+	if [[ -z $distro && $vms == 1 ]]; then
+		batch+=("$name:$script")
+		continue
+	fi
 	run_suite "$name" "$vms" "$links" "$script"
 done
+((${#batch[@]})) && run_batch "${batch[@]}"
 
 echo "selftests: $passed passed, $failed failed"
 ((failed == 0))

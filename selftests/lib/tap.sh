@@ -6,6 +6,14 @@
 #   run_test "ping" ping_peer 10.0.0.2
 #   tap_finish                       # totals; exits 1 on any failure
 #
+# _tap_slow_check START: say so if the kernel log check since START took
+# over 5 s (it has, on the debug kernel, after device teardown).
+_tap_slow_check() {
+	local us=$((${EPOCHREALTIME/./} - ${1/./}))
+	((us > 5000000)) && printf '# dmesg check: %d s\n' $((us / 1000000))
+	return 0
+}
+
 # run_test NAME CMD [ARGS...] runs CMD in a subshell with `set -e`, its
 # output (stdout and stderr) shown as "# " comment lines while it runs.
 # Exit status 0 is a pass, 4 (kselftest's KSFT_SKIP) a skip, anything else a
@@ -94,6 +102,14 @@ _tap_elapsed() {
 	printf '# time: %d.%02ds\n' $((us / 1000000)) $((us % 1000000 / 10000))
 }
 
+# _tap_slow_check START: say so if the kernel log check since START took
+# over 5 s (it has, on the debug kernel, after device teardown).
+_tap_slow_check() {
+	local us=$((${EPOCHREALTIME/./} - ${1/./}))
+	((us > 5000000)) && printf '# dmesg check: %d s\n' $((us / 1000000))
+	return 0
+}
+
 # run_test NAME CMD [ARGS...]
 run_test() {
 	local name=$1 rc reason reports errexit='' start=$EPOCHREALTIME
@@ -118,7 +134,12 @@ run_test() {
 	reason=$(<"$_TAP_SKIP_FILE")
 	_TAP_SKIP_FILE=
 
+	start=$EPOCHREALTIME reports=
 	if [[ $TAP_DMESG_CHECK == 1 ]] && ! reports=$(dmesg_check); then
+		[[ -n $reports ]] || reports="(dmesg_check failed)"
+	fi
+	_tap_slow_check "$start"
+	if [[ -n $reports ]]; then
 		echo "# kernel report in dmesg during this test:"
 		printf '%s\n' "$reports" | head -n 50 | sed 's/^/#   /'
 		tap_not_ok "$name" "kernel report"

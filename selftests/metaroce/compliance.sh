@@ -22,8 +22,8 @@ if [[ -x $TOOLS_DIR/metaroce-compliance/metaroce-compliance ]]; then
 else
 	COMPLIANCE=$(command -v metaroce-compliance)
 fi
-# Generous: TCG emulation is slow.
-TIME_SCALE=${COMPLIANCE_TIME_SCALE:-3}
+# Generous: TCG emulation is slow, the debug kernel slower still.
+TIME_SCALE=${COMPLIANCE_TIME_SCALE:-$([[ -n $METAROCE_DEBUG_KERNEL ]] && echo 6 || echo 3)}
 
 setup() {
 	[[ -x $COMPLIANCE ]] || {

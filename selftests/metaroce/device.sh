@@ -169,11 +169,11 @@ slab_growth_kb() {
 test_add_delete_cycles() {
 	local ours theirs
 
-	ours=$(slab_growth_kb metaroce veth0 50)
-	echo "unreclaimable slab growth over 50 metaroce cycles: $ours kB"
+	ours=$(slab_growth_kb metaroce veth0 "$ADD_DELETE_CYCLES")
+	echo "unreclaimable slab growth over $ADD_DELETE_CYCLES metaroce cycles: $ours kB"
 	[[ $(cat /sys/module/metaroce/refcnt) == 0 ]]
 	if modprobe rdma_rxe; then
-		theirs=$(slab_growth_kb rxe veth0 50)
+		theirs=$(slab_growth_kb rxe veth0 "$ADD_DELETE_CYCLES")
 		echo "same for rxe (baseline): $theirs kB"
 		modprobe -r rdma_rxe
 	else
@@ -189,17 +189,19 @@ test_load_unload_cycles() {
 	metaroce_load
 	metaroce_unload
 	before=$(settled_slab_kb)
-	for i in $(seq 20); do
+	for i in $(seq "$LOAD_UNLOAD_CYCLES"); do
 		metaroce_load
 		rdma link add mr0 type metaroce netdev veth0
 		metaroce_unload
 	done
 	after=$(settled_slab_kb)
-	echo "unreclaimable slab: $before kB before, $after kB after 20 cycles"
+	echo "unreclaimable slab: $before kB before, $after kB after $LOAD_UNLOAD_CYCLES cycles"
 	((after - before < 128))
 	metaroce_load
 }
 
+ADD_DELETE_CYCLES=$(repeat_count 50)
+LOAD_UNLOAD_CYCLES=$(repeat_count 20)
 tap_plan 20
 run_test "module loads" test_load
 run_test "rdma link add loads the installed module" test_autoload
@@ -217,8 +219,8 @@ run_test "rdma link delete" test_link_delete
 run_test "device on a netdev in another namespace" test_netns
 run_test "unregistering the netdev removes the device" test_netdev_unregister
 run_test "rmmod with devices present" test_rmmod_with_devices
-run_test "50 add/delete cycles leak nothing" test_add_delete_cycles
-run_test "20 load/unload cycles leak nothing" test_load_unload_cycles
+run_test "$ADD_DELETE_CYCLES add/delete cycles leak nothing" test_add_delete_cycles
+run_test "$LOAD_UNLOAD_CYCLES load/unload cycles leak nothing" test_load_unload_cycles
 run_test "module unloads" metaroce_unload
 run_test "module reloads" metaroce_load
 tap_finish

@@ -16,6 +16,12 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
 TOP=$(cd "$METAROCE_SELFTESTS/../.." && pwd)
+# The debug kernel moves data several times slower (an 8 MiB WRITE took
+# over 20 s): give the program's deadlines and the run room for it.
+if [[ -n $METAROCE_DEBUG_KERNEL ]]; then
+	export METAROCE_VERBS_TIME_SCALE=${METAROCE_VERBS_TIME_SCALE:-6}
+	METAROCE_VERBS_TIMEOUT=${METAROCE_VERBS_TIMEOUT:-2400}
+fi
 if [[ -n ${METAROCE_VERBS_TEST:-} ]]; then
 	BIN=$METAROCE_VERBS_TEST
 elif [[ -n ${RDMAV_DRIVERS:-} && -d $(dirname "$RDMAV_DRIVERS") ]]; then
