@@ -73,6 +73,7 @@ struct metaroce_dev {
 	struct ib_device_attr attr;
 	/* Objects that exist, and the most there may be (attr's max_*). */
 	atomic_t obj_count[METAROCE_NUM_OBJ];
+	atomic_t zc_skbs;		/* skbs with pages of its MRs */
 	u32 obj_limit[METAROCE_NUM_OBJ];
 	/*
 	 * Port state and MTU are read live from the netdev; this is only the

@@ -41,6 +41,7 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_PATH_RECOVERED].name	= "path_recovered",
 	[METAROCE_CNT_CQ_OVERFLOW].name		= "cq_overflow",
 	[METAROCE_CNT_OBJ_LIMIT].name		= "obj_limit_refused",
+	[METAROCE_CNT_DEREG_ZC_TIMEOUT].name	= "dereg_zc_timeout",
 };
 
 static_assert(ARRAY_SIZE(counter_descs) == METAROCE_NUM_COUNTERS);

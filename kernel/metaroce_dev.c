@@ -146,9 +146,11 @@ void metaroce_dealloc_driver(struct ib_device *ibdev)
 	if (mdev->engine)
 		mdev->engine->dev_close(mdev);
 	/*
-	 * The last MR puts queued their releases; ib_umem_release() uses the
-	 * ib_device, which ib_core frees after we return.
+	 * The last MR puts queued their releases (some from packets that
+	 * left a qdisc late); ib_umem_release() uses the ib_device, which
+	 * ib_core frees after we return.
 	 */
+	metaroce_zc_drain(mdev);
 	flush_workqueue(metaroce_wq);
 	free_percpu(mdev->counters);
 	xa_destroy(&mdev->ahs);

@@ -74,6 +74,7 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 /* metaroce_zc.c */
 int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr);
 void metaroce_zc_wait(struct metaroce_mr *mr);
+void metaroce_zc_drain(struct metaroce_dev *mdev);
 
 /* metaroce_cq.c */
 int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -13,9 +13,18 @@
  * and deregistration waits for the count to drop to zero.
  *
  * A packet delivered locally (veth, loopback) could sit in a receiver's
- * socket for as long as that receiver likes: there the stack copies the
- * fragments and lets go of ours first (skb_orphan_frags()), so that no
- * other process can make deregistration wait.
+ * socket for as long as that receiver likes: the stack copies the
+ * fragments on delivery and lets go of ours first (skb_orphan_frags_rx()),
+ * so that no other process can make deregistration wait. Elsewhere
+ * (segmentation, forwarding) the skb keeps them, as MSG_ZEROCOPY's do
+ * (SKBFL_DONT_ORPHAN): segments share the ubuf_info, counted.
+ *
+ * The wait is bounded: a transmit queue can stay stopped (pause frames) or a
+ * qdisc hold packets for long, and deregistration runs when a process exits.
+ * After ZC_WAIT_MS it gives up, counts it (dereg_zc_timeout) and returns; the
+ * packets still queued may then carry what is written to the buffer next.
+ * The device counts the skbs too: its teardown waits for all of them, as
+ * the MR releases they may queue and this file's code must be done first.
  */
 #include <linux/skbuff.h>
 #include <linux/slab.h>
@@ -23,30 +32,48 @@
 
 #include "metaroce_loc.h"
 
+#define ZC_WAIT_MS	10000
+
 struct metaroce_zc {
 	struct ubuf_info ubuf;
+	struct metaroce_dev *mdev;
 	u8 nr;
 	/* A packet's payload comes from one WQE: at most one MR per SGE. */
 	struct metaroce_mr *mr[METAROCE_MAX_SGE];
 };
 
-/* Every clone and segment of the skb has let go of the fragments. */
+/*
+ * Every clone and segment of the skb has let go of the fragments. May run
+ * in process context (a qdisc reset) as well as in softirq.
+ */
 static void zc_complete(struct sk_buff *skb, struct ubuf_info *ubuf,
 			bool zerocopy_success)
 {
 	struct metaroce_zc *zc = container_of(ubuf, struct metaroce_zc, ubuf);
+	struct metaroce_dev *mdev = zc->mdev;
 	u8 i;
 
 	if (!refcount_dec_and_test(&ubuf->refcnt))
 		return;
+	/* Module text: metaroce_zc_drain() waits a grace period. */
+	rcu_read_lock();
 	for (i = 0; i < zc->nr; i++) {
 		struct metaroce_mr *mr = zc->mr[i];
 
+		/*
+		 * The put first: the registration's reference stays until
+		 * deregistration has seen the count drop, unless it gave up
+		 * waiting; then the MR's release may be queued from here,
+		 * which the device's count, dropped last, covers.
+		 */
+		metaroce_mr_put(mr);
 		if (atomic_dec_and_test(&mr->zc_skbs))
 			wake_up_var(&mr->zc_skbs);
-		metaroce_mr_put(mr);
 	}
 	kfree(zc);
+	if (atomic_dec_and_test(&mdev->zc_skbs))
+		wake_up_var(&mdev->zc_skbs);
+	rcu_read_unlock();
 }
 
 #ifdef METAROCE_HAVE_UBUF_INFO_OPS
@@ -107,8 +134,10 @@ int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr)
 		 * The fragments are shared with user space: whatever would
 		 * write them in place (ESP) copies them first.
 		 */
-		zc->ubuf.flags = SKBFL_ZEROCOPY_FRAG;
+		zc->ubuf.flags = SKBFL_ZEROCOPY_FRAG | SKBFL_DONT_ORPHAN;
 		zc->nr = 0;
+		zc->mdev = mr->mdev;
+		atomic_inc(&zc->mdev->zc_skbs);
 		skb_zcopy_init(skb, &zc->ubuf);
 	}
 	refcount_inc(&mr->ref);
@@ -117,8 +146,30 @@ int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr)
 	return 0;
 }
 
-/* Waits until no skb holds pages of @mr (it is revoked: none will again). */
+/*
+ * Waits until no skb holds pages of @mr (it is revoked: none will again),
+ * for ZC_WAIT_MS at most.
+ */
 void metaroce_zc_wait(struct metaroce_mr *mr)
 {
-	wait_var_event(&mr->zc_skbs, !atomic_read(&mr->zc_skbs));
+	if (!wait_var_event_timeout(&mr->zc_skbs, !atomic_read(&mr->zc_skbs),
+				    msecs_to_jiffies(ZC_WAIT_MS)))
+		metaroce_count(mr->mdev, DEREG_ZC_TIMEOUT);
+}
+
+/*
+ * Waits until no skb holds pages of @mdev's MRs, before its teardown
+ * flushes the MR releases: a qdisc may keep one for as long as it likes,
+ * and what it frees calls back into this module.
+ */
+void metaroce_zc_drain(struct metaroce_dev *mdev)
+{
+	while (!wait_var_event_timeout(&mdev->zc_skbs,
+				       !atomic_read(&mdev->zc_skbs),
+				       msecs_to_jiffies(ZC_WAIT_MS)))
+		dev_warn_ratelimited(&mdev->ib_dev.dev,
+				     "waiting for %d packets to leave\n",
+				     atomic_read(&mdev->zc_skbs));
+	/* The last callback is out of its read-side section. */
+	synchronize_rcu();
 }

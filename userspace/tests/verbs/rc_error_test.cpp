@@ -5,6 +5,7 @@
 // errors, receive-side errors, RNR (waiting, retry exhaustion), transport
 // retry exhaustion against a dead peer, and what follows every error: the
 // QP in ERR and everything after the failed WR flushed.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -655,8 +656,8 @@ TEST_F(RcError, DeregWhileInFlight)
 }
 
 // Device A's root qdisc, changed with the command METAROCE_VERBS_QDISC_A
-// names, ACTION standing for add/del (verbs.sh: "tc -n ns1 qdisc ACTION dev
-// veth0 root"); the qdisc added is deleted again.
+// names, ACTION standing for replace/del (verbs.sh: "tc -n ns1 qdisc ACTION
+// dev veth0 root"); the qdisc set is deleted again.
 class Qdisc {
 public:
 	Qdisc()
@@ -673,9 +674,9 @@ public:
 	{
 		return cmd_.find("ACTION") != std::string::npos;
 	}
-	bool add(const std::string &qdisc)
+	bool set(const std::string &qdisc)
 	{
-		added_ = run("add", qdisc);
+		added_ = run("replace", qdisc);
 		return added_;
 	}
 
@@ -691,10 +692,10 @@ private:
 };
 
 // After ibv_dereg_mr returns, no packet still reads the MR's pages: a
-// zero-copy SEND whose packets wait in a qdisc (netem, 300 ms) must not
-// carry what the application writes into the buffer after deregistering it
-// (issue 13, finding 5: deregistration returned at once and the peer got
-// the bytes written after it).
+// zero-copy SEND whose packets wait in a qdisc (netem) must not carry what
+// the application writes into the buffer after deregistering it (issue 13,
+// finding 5: deregistration returned at once and the peer got the bytes
+// written after it). So deregistration waits for the packets to leave.
 TEST_F(RcError, DeregWaitsForPacketsHeldInAQdisc)
 {
 	Qdisc qdisc;
@@ -703,16 +704,21 @@ TEST_F(RcError, DeregWaitsForPacketsHeldInAQdisc)
 	// Above the copy break and inside the first window: every packet is
 	// built (from the MR's pages) and queued before the deregistration.
 	const size_t n = 64 << 10;
+	const Ms built = limit(Ms(100)), held = 4 * built;
 	Qp qa(A()), qb(B());
 	connect(qa, qb);
 	Buf src(A().pd, n), dst(B().pd, n);
 	fill(src.p, n, 38);
 	memset(dst.p, 0, n);
-	ASSERT_TRUE(qdisc.add("netem delay 300ms limit 10000"));
+	ASSERT_TRUE(qdisc.set("netem delay " + std::to_string(held.count()) +
+			      "ms limit 10000"));
 	ASSERT_EQ(post_recv(qb.qp, {dst.sge()}, 1), 0);
+	const auto posted = std::chrono::steady_clock::now();
 	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n, 2)), 0);
-	std::this_thread::sleep_for(Ms(50));
+	std::this_thread::sleep_for(built);
 	src.deregister();
+	// Had nothing waited, the packets would still be in the qdisc.
+	EXPECT_GE(std::chrono::steady_clock::now() - posted, held);
 	// The buffer is the application's again.
 	fill(src.p, n, 39);
 
