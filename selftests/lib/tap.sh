@@ -6,15 +6,6 @@
 #   run_test "ping" ping_peer 10.0.0.2
 #   tap_finish                       # totals; exits 1 on any failure
 #
-# _tap_slow_check START: say so if the kernel log check since START took
-# over 5 s (about 6 s on the debug kernel, where each exec costs 0.6 s), so
-# that a slow check is not taken for a slow test.
-_tap_slow_check() {
-	local us=$((${EPOCHREALTIME/./} - ${1/./}))
-	((us > 5000000)) && printf '# dmesg check: %d s\n' $((us / 1000000))
-	return 0
-}
-
 # run_test NAME CMD [ARGS...] runs CMD in a subshell with `set -e`, its
 # output (stdout and stderr) shown as "# " comment lines while it runs.
 # Exit status 0 is a pass, 4 (kselftest's KSFT_SKIP) a skip, anything else a
