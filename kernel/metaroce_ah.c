@@ -53,7 +53,8 @@ int metaroce_av_from_attr(struct metaroce_av *av,
 	ether_addr_copy(av->dmac, attr->roce.dmac);
 	av->traffic_class = grh->traffic_class;
 	av->hop_limit = grh->hop_limit;
-	av->flow_label = grh->flow_label;
+	/* 20 bits on the wire: the rest would land in the version field. */
+	av->flow_label = grh->flow_label & IB_GRH_FLOWLABEL_MASK;
 	return 0;
 }
 

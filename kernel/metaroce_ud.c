@@ -152,6 +152,8 @@ void soft_ud_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		cqe.flags |= METAROCE_CQE_WITH_IMM;
 		cqe.imm_data = pkt->deth.imm;
 	}
+	BUILD_BUG_ON(RDMA_NETWORK_IPV4 != METAROCE_NETWORK_IPV4 ||
+		     RDMA_NETWORK_IPV6 != METAROCE_NETWORK_IPV6);
 	cqe.network_hdr_type = pkt->src.net_type;
 	ether_addr_copy(cqe.smac, pkt->smac);
 	soft_release_rwqe(rwqe);

@@ -111,6 +111,8 @@ struct metaroce_recv_wqe {
 #define METAROCE_CQE_GRH	0x02	/* a network header precedes the data */
 
 /* metaroce_cqe.network_hdr_type: enum rdma_network_type values */
+#define METAROCE_NETWORK_IPV4	2	/* RDMA_NETWORK_IPV4 */
+#define METAROCE_NETWORK_IPV6	3	/* RDMA_NETWORK_IPV6 */
 
 /* A completion: 64 bytes. status and opcode use the ibv_wc_* values. */
 struct metaroce_cqe {

@@ -227,8 +227,19 @@ void metaroce_cqe_to_wc(const struct metaroce_cqe *cqe, struct ibv_wc *wc)
 	if (cqe->flags & METAROCE_CQE_GRH)
 		wc->wc_flags |= IBV_WC_GRH;
 	wc->pkey_index = cqe->pkey_index;
-	/* No LIDs or service levels on Ethernet. */
+	/* No LIDs on Ethernet. */
 	wc->slid = 0;
 	wc->sl = 0;
 	wc->dlid_path_bits = 0;
+	/*
+	 * What is in front of a datagram, in sl as mlx5 reports it on RoCE
+	 * (bits 2:0: 1 an IPv6 header, 2 an IPv4 header in the last 20 of
+	 * the 40 bytes): UCX reads it to find the destination address there.
+	 */
+	if (cqe->flags & METAROCE_CQE_GRH) {
+		if (cqe->network_hdr_type == METAROCE_NETWORK_IPV4)
+			wc->sl = METAROCE_WC_SL_IPV4;
+		else if (cqe->network_hdr_type == METAROCE_NETWORK_IPV6)
+			wc->sl = METAROCE_WC_SL_IPV6;
+	}
 }

@@ -69,6 +69,10 @@ int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 int metaroce_build_recv_wqe(void *slot, uint32_t max_sge,
 			    const struct ibv_recv_wr *wr);
 
+/* ibv_wc.sl of a datagram: its network header, as mlx5 says on RoCE. */
+#define METAROCE_WC_SL_IPV6 1
+#define METAROCE_WC_SL_IPV4 2
+
 /* Translates one completion (already copied out of the ring). */
 void metaroce_cqe_to_wc(const struct metaroce_cqe *cqe, struct ibv_wc *wc);
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // UD QPs: datagrams with the 40-byte network header in front (for IPv4 the
-// IPv4 header in its last 20 bytes, as RoCEv2 does), immediate data, Q_Key
-// checks, length errors, and what UD refuses.
+// IPv4 header in its last 20 bytes, as RoCEv2 does) and its type in wc.sl
+// (as mlx5 reports it, which UCX relies on), IPv6 GIDs with any flow label,
+// immediate data, Q_Key checks, length errors, and what UD refuses.
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 
@@ -14,6 +15,28 @@ namespace mrt {
 namespace {
 
 constexpr uint32_t kQkey = 0x11111111;
+// wc.sl of a datagram: bits 2:0 say which network header is in front.
+constexpr uint32_t kSlIpv6 = 1, kSlIpv4 = 2;
+
+// The index of a RoCEv2 IPv6 GID of @c (link-local or not), or -1.
+int ipv6_gid(const Ctx &c, bool link_local, ibv_gid *gid)
+{
+	for (int i = 0; i < c.port.gid_tbl_len; i++) {
+		ibv_gid_entry e{};
+		static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0,
+						     0, 0, 0xff, 0xff};
+		if (ibv_query_gid_ex(c.ctx, kPort, i, &e, 0) ||
+		    e.gid_type != IBV_GID_TYPE_ROCE_V2 ||
+		    !memcmp(e.gid.raw, v4mapped, 12))
+			continue;
+		bool ll = e.gid.raw[0] == 0xfe && (e.gid.raw[1] & 0xc0) == 0x80;
+		if (ll == link_local) {
+			*gid = e.gid;
+			return i;
+		}
+	}
+	return -1;
+}
 
 class Ud : public TopoTest {
 protected:
@@ -104,10 +127,57 @@ TEST_P(Ud, SendReceiveWithNetworkHeader)
 		EXPECT_FALSE(wc.wc_flags & IBV_WC_WITH_IMM);
 		EXPECT_EQ(wc.src_qp, qa_->qpn());
 		EXPECT_EQ(wc.qp_num, qb_->qpn());
+		EXPECT_EQ(wc.sl & 7, kSlIpv4);
 		expect_ipv4_header(dst.p);
 		EXPECT_TRUE(has_pattern(dst.p + kGrhLen, n, 2000 + n));
 		EXPECT_TRUE(all_bytes(dst.p + kGrhLen + n, 16, 0xee));
 		id++;
+	}
+}
+
+// Over the IPv6 GIDs, link-local (index 0) and global: the flow label
+// is 20 bits, whatever the AH says (UCX sets all 32; copied unmasked into
+// the header, the version field read 15 and the peer dropped the packet).
+TEST_P(Ud, Ipv6GidsWithAnAllOnesFlowLabel)
+{
+	Buf src(A().pd, 100), dst(Peer().pd, kGrhLen + 100);
+	for (bool link_local : {true, false}) {
+		SCOPED_TRACE(link_local ? "link-local GID" : "global GID");
+		ibv_gid from{}, to{};
+		int si = ipv6_gid(A(), link_local, &from);
+		ASSERT_GE(si, 0) << "no such GID on " << A().name;
+		ASSERT_GE(ipv6_gid(Peer(), link_local, &to), 0)
+			<< "no such GID on " << Peer().name;
+		ibv_ah_attr attr{};
+		attr.is_global = 1;
+		attr.grh.dgid = to;
+		attr.grh.sgid_index = static_cast<uint8_t>(si);
+		attr.grh.hop_limit = 64;
+		attr.grh.flow_label = 0xffffffff;
+		attr.port_num = kPort;
+		ibv_ah *ah = ibv_create_ah(A().pd, &attr);
+		ASSERT_NE(ah, nullptr) << errstr(errno);
+
+		fill(src.p, 100, 2100 + link_local);
+		memset(dst.p, 0xee, dst.len);
+		ASSERT_EQ(post_recv(qb_->qp, dst, 1), 0);
+		Wr w = dgram(src, 0, 100, 2);
+		w.ah = ah;
+		ASSERT_EQ(post_send(qa_->qp, w), 0);
+		EXPECT_WC(poll1(qa_->scq), 2, IBV_WC_SUCCESS, IBV_WC_SEND);
+		ibv_wc wc = poll1(qb_->rcq);
+		EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RECV);
+		EXPECT_EQ(wc.sl & 7, kSlIpv6);
+		EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+		const uint8_t *ip6 = dst.p;
+		EXPECT_EQ(ip6[0] >> 4, 6) << "IP version";
+		uint32_t label = (ip6[1] & 0xf) << 16 | ip6[2] << 8 | ip6[3];
+		EXPECT_EQ(label, 0xfffffu);
+		EXPECT_EQ(ip6[6], IPPROTO_UDP);
+		EXPECT_TRUE(same_bytes(ip6 + 8, from.raw, 16)) << "source";
+		EXPECT_TRUE(same_bytes(ip6 + 24, to.raw, 16)) << "destination";
+		EXPECT_TRUE(has_pattern(dst.p + kGrhLen, 100, 2100 + link_local));
+		EXPECT_EQ(ibv_destroy_ah(ah), 0);
 	}
 }
 
