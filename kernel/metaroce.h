@@ -31,10 +31,13 @@
 #define METAROCE_MAX_QP_WR	BIT(14)
 #define METAROCE_MAX_SGE	16
 #define METAROCE_MAX_CQ		BIT(16)
-#define METAROCE_MAX_CQE	(BIT(18) - 1)
+/* rxm, libfabric's RDM layer, asks for 2^18 CQEs by default. */
+#define METAROCE_MAX_CQE	(BIT(20) - 1)
 #define METAROCE_MAX_MR		BIT(20)
 #define METAROCE_MAX_PD		BIT(16)
 #define METAROCE_MAX_AH		BIT(16)
+#define METAROCE_MAX_SRQ	BIT(16)
+#define METAROCE_MAX_SRQ_WR	BIT(16)
 #define METAROCE_MAX_RD_ATOMIC	128
 #define METAROCE_MAX_MR_SIZE	BIT_ULL(40)
 #define METAROCE_MAX_MSG_SIZE	BIT(31)
@@ -58,6 +61,7 @@ enum metaroce_obj {
 	METAROCE_OBJ_MR,
 	METAROCE_OBJ_PD,
 	METAROCE_OBJ_AH,
+	METAROCE_OBJ_SRQ,
 	METAROCE_NUM_OBJ
 };
 
@@ -175,6 +179,29 @@ struct metaroce_ah {
 	u32 handle;			/* user AHs: key in mdev->ahs */
 };
 
+/*
+ * A shared receive queue. Its ring is the same as an RQ's; the QPs that
+ * use it move each WQE they take into a private ring of their own
+ * (metaroce_srq_take()), where it belongs to the message it was taken for
+ * until that completes, whatever is lost or repeated on the way.
+ */
+struct metaroce_srq {
+	struct ib_srq ibsrq;
+	struct metaroce_dev *mdev;
+	bool is_user;
+	spinlock_t lock;		/* takers: the packet path of its QPs */
+	spinlock_t post_lock;		/* in-kernel posters */
+	struct metaroce_queue queue;
+	u32 max_sge;
+	u32 limit;			/* armed while non-zero */
+};
+
+/*
+ * Receive WQEs a QP on an SRQ holds at once: one per message it can have
+ * in flight (a message is one packet at least, the window SACK-sized).
+ */
+#define METAROCE_SRQ_QP_SLOTS	METAROCE_SACK_BITS
+
 struct metaroce_soft_qp;
 
 struct metaroce_qp {
@@ -244,6 +271,17 @@ static inline struct metaroce_ah *to_mah(struct ib_ah *ibah)
 static inline struct metaroce_qp *to_mqp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct metaroce_qp, ibqp);
+}
+
+static inline struct metaroce_srq *to_msrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct metaroce_srq, ibsrq);
+}
+
+/* The SRQ @qp receives from, or NULL if it has an RQ of its own. */
+static inline struct metaroce_srq *metaroce_qp_srq(const struct metaroce_qp *qp)
+{
+	return qp->ibqp.srq ? to_msrq(qp->ibqp.srq) : NULL;
 }
 
 /*

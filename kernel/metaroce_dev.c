@@ -31,6 +31,8 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->max_recv_sge = METAROCE_MAX_SGE;
 	attr->max_sge_rd = METAROCE_MAX_SGE;
 	attr->max_cqe = METAROCE_MAX_CQE;
+	attr->max_srq_wr = METAROCE_MAX_SRQ_WR;
+	attr->max_srq_sge = METAROCE_MAX_SGE;
 	attr->max_qp_rd_atom = METAROCE_MAX_RD_ATOMIC;
 	attr->max_qp_init_rd_atom = METAROCE_MAX_RD_ATOMIC;
 	attr->atomic_cap = IB_ATOMIC_NONE;

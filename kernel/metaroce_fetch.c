@@ -57,7 +57,8 @@ static u8 wire_opcode(const struct metaroce_qp *qp, u32 wr_opcode)
  * Looks up and checks the MRs of @num_sge SGEs for @access; returns the
  * total length, or a negative IB_WC_* status.
  */
-static s64 hold_sge_mrs(struct metaroce_qp *qp, const struct metaroce_sge *sge,
+static s64 hold_sge_mrs(struct metaroce_qp *qp, struct ib_pd *pd,
+			const struct metaroce_sge *sge,
 			struct metaroce_mr **mr, u32 num_sge, int access)
 {
 	u64 total = 0;
@@ -67,7 +68,7 @@ static s64 hold_sge_mrs(struct metaroce_qp *qp, const struct metaroce_sge *sge,
 		if (!sge[i].length)
 			continue;
 		mr[i] = metaroce_mr_get(qp->mdev, sge[i].lkey);
-		if (!mr[i] || !metaroce_mr_allows(mr[i], qp->ibqp.pd,
+		if (!mr[i] || !metaroce_mr_allows(mr[i], pd,
 						  sge[i].addr, sge[i].length,
 						  access))
 			return -IB_WC_LOC_PROT_ERR;
@@ -131,8 +132,8 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 		/* A READ writes into the local buffers. */
 		if (swqe->wire_op == METAROCE_OP_READ_REQ)
 			access = IB_ACCESS_LOCAL_WRITE;
-		len = hold_sge_mrs(qp, swqe->sge, swqe->mr, swqe->wqe.num_sge,
-				   access);
+		len = hold_sge_mrs(qp, qp->ibqp.pd, swqe->sge, swqe->mr,
+				   swqe->wqe.num_sge, access);
 		if (len < 0) {
 			swqe->status = -len;
 			return -EINVAL;
@@ -160,6 +161,24 @@ bad_op:
  * Copies and checks receive WQE @index into its slot. A bad SGE leaves
  * ->status set; the message that lands there completes in error.
  */
+/*
+ * On an SRQ: moves WQEs from it into the QP's private ring until @need
+ * are there (fewer if it runs dry). The caller holds the responder lock;
+ * a QP that has failed takes nothing, so the flush, which takes that lock
+ * after the failure, sees every WQE the QP took.
+ */
+void soft_srq_fetch(struct metaroce_soft_qp *sqp, u32 need)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct metaroce_srq *srq = metaroce_qp_srq(qp);
+
+	if (!srq || READ_ONCE(qp->state) == IB_QPS_ERR)
+		return;
+	while (metaroce_queue_available(&qp->rq) < need &&
+	       metaroce_srq_take(srq, &qp->rq))
+		;
+}
+
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index)
 {
 	struct metaroce_qp *qp = sqp->qp;
@@ -182,7 +201,9 @@ int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index)
 	}
 	memcpy(rwqe->sge, src + 1,
 	       rwqe->wqe.num_sge * sizeof(struct metaroce_sge));
-	len = hold_sge_mrs(qp, rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
+	/* An SRQ's WQEs name MRs of the SRQ's PD. */
+	len = hold_sge_mrs(qp, qp->ibqp.srq ? qp->ibqp.srq->pd : qp->ibqp.pd,
+			   rwqe->sge, rwqe->mr, rwqe->wqe.num_sge,
 			   IB_ACCESS_LOCAL_WRITE);
 	if (len < 0) {
 		rwqe->status = -len;

@@ -33,6 +33,10 @@ static unsigned int max_ah = METAROCE_MAX_AH;
 module_param(max_ah, uint, 0644);
 MODULE_PARM_DESC(max_ah, "AHs per device (for devices added later)");
 
+static unsigned int max_srq = METAROCE_MAX_SRQ;
+module_param(max_srq, uint, 0644);
+MODULE_PARM_DESC(max_srq, "SRQs per device (for devices added later)");
+
 /* A parameter's value, never above what the device can index. */
 static u32 limit_of(const unsigned int *param, u32 ceiling)
 {
@@ -49,6 +53,7 @@ void metaroce_limits_init(struct metaroce_dev *mdev)
 	attr->max_mr = limit_of(&max_mr, METAROCE_MAX_MR);
 	attr->max_pd = limit_of(&max_pd, METAROCE_MAX_PD);
 	attr->max_ah = limit_of(&max_ah, METAROCE_MAX_AH);
+	attr->max_srq = limit_of(&max_srq, METAROCE_MAX_SRQ);
 	attr->max_res_rd_atom = METAROCE_MAX_RD_ATOMIC * attr->max_qp;
 
 	mdev->obj_limit[METAROCE_OBJ_QP] = attr->max_qp;
@@ -56,6 +61,7 @@ void metaroce_limits_init(struct metaroce_dev *mdev)
 	mdev->obj_limit[METAROCE_OBJ_MR] = attr->max_mr;
 	mdev->obj_limit[METAROCE_OBJ_PD] = attr->max_pd;
 	mdev->obj_limit[METAROCE_OBJ_AH] = attr->max_ah;
+	mdev->obj_limit[METAROCE_OBJ_SRQ] = attr->max_srq;
 }
 
 /*

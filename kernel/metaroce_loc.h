@@ -107,9 +107,22 @@ struct metaroce_qp *metaroce_qp_get(struct metaroce_dev *mdev, u32 qpn);
 void metaroce_qp_fail(struct metaroce_qp *qp);
 void metaroce_qp_event(struct metaroce_qp *qp, enum ib_event_type type);
 
+/* metaroce_srq.c */
+int metaroce_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			struct ib_udata *udata);
+int metaroce_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int metaroce_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int metaroce_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int metaroce_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			   const struct ib_recv_wr **bad_wr);
+bool metaroce_srq_take(struct metaroce_srq *srq, struct metaroce_queue *dst);
+
 /* metaroce_post.c */
 int metaroce_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		       const struct ib_send_wr **bad_wr);
+int metaroce_post_recv_wqe(struct metaroce_queue *q, u32 max_sge,
+			   const struct ib_recv_wr *wr);
 int metaroce_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr);
 

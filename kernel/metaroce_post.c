@@ -139,15 +139,46 @@ int metaroce_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	return err;
 }
 
+/*
+ * Writes one receive WQE of an in-kernel user into @q (an RQ or an SRQ
+ * whose SGEs are at most @max_sge) and publishes it.
+ */
+int metaroce_post_recv_wqe(struct metaroce_queue *q, u32 max_sge,
+			   const struct ib_recv_wr *wr)
+{
+	struct metaroce_recv_wqe *wqe;
+	struct metaroce_sge *sge;
+	int i;
+
+	if (wr->num_sge > max_sge)
+		return -EINVAL;
+	wqe = metaroce_queue_post_slot(q);
+	if (!wqe)
+		return -ENOMEM;
+	wqe->wr_id = wr->wr_id;
+	wqe->num_sge = wr->num_sge;
+	sge = (struct metaroce_sge *)(wqe + 1);
+	for (i = 0; i < wr->num_sge; i++) {
+		sge[i].addr = wr->sg_list[i].addr;
+		sge[i].length = wr->sg_list[i].length;
+		sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	metaroce_queue_post_publish(q);
+	return 0;
+}
+
 int metaroce_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		       const struct ib_recv_wr **bad_wr)
 {
 	struct metaroce_qp *qp = to_mqp(ibqp);
-	struct metaroce_recv_wqe *wqe;
-	struct metaroce_sge *sge;
 	unsigned long flags;
-	int err = 0, i;
+	int err = 0;
 
+	/* A QP on an SRQ has no receive queue to post to. */
+	if (metaroce_qp_srq(qp)) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	if (qp->is_user) {
 		/* A doorbell: lets the engine flush receives of a failed QP. */
 		qp->mdev->engine->rq_doorbell(qp);
@@ -160,24 +191,9 @@ int metaroce_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 
 	spin_lock_irqsave(&qp->rq_post_lock, flags);
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge > qp->max_recv_sge) {
-			err = -EINVAL;
+		err = metaroce_post_recv_wqe(&qp->rq, qp->max_recv_sge, wr);
+		if (err)
 			break;
-		}
-		wqe = metaroce_queue_post_slot(&qp->rq);
-		if (!wqe) {
-			err = -ENOMEM;
-			break;
-		}
-		wqe->wr_id = wr->wr_id;
-		wqe->num_sge = wr->num_sge;
-		sge = (struct metaroce_sge *)(wqe + 1);
-		for (i = 0; i < wr->num_sge; i++) {
-			sge[i].addr = wr->sg_list[i].addr;
-			sge[i].length = wr->sg_list[i].length;
-			sge[i].lkey = wr->sg_list[i].lkey;
-		}
-		metaroce_queue_post_publish(&qp->rq);
 	}
 	spin_unlock_irqrestore(&qp->rq_post_lock, flags);
 

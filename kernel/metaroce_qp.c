@@ -23,8 +23,10 @@ static int check_init_attr(struct metaroce_dev *mdev,
 	default:
 		return -EOPNOTSUPP;
 	}
-	if (init->srq || init->create_flags || init->rwq_ind_tbl)
+	if (init->create_flags || init->rwq_ind_tbl)
 		return -EOPNOTSUPP;
+	if (init->srq && init->qp_type == IB_QPT_GSI)
+		return -EINVAL;
 	if (!init->send_cq || !init->recv_cq)
 		return -EINVAL;
 	if (cap->max_send_wr > METAROCE_MAX_QP_WR ||
@@ -50,6 +52,42 @@ static u32 recv_wqe_size(const struct ib_qp_cap *cap)
 	       max(cap->max_recv_sge, 1U) * sizeof(struct metaroce_sge);
 }
 
+/*
+ * The receive ring. On an SRQ it is private: the QP moves the WQEs it
+ * takes there, one per message in flight (RC) or one at a time (UD).
+ */
+static int create_rq(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
+		     bool user)
+{
+	struct ib_qp_cap *cap = &init->cap;
+	struct metaroce_srq *srq;
+	int err;
+
+	if (!init->srq) {
+		err = metaroce_queue_init(&qp->rq, max(cap->max_recv_wr, 1U),
+					  recv_wqe_size(cap), user);
+		if (err)
+			return err;
+		cap->max_recv_wr = qp->rq.num_slots;
+		cap->max_recv_sge = min_t(u32, (qp->rq.slot_size -
+				     sizeof(struct metaroce_recv_wqe)) /
+				    sizeof(struct metaroce_sge),
+				    METAROCE_MAX_SGE);
+		qp->max_recv_sge = cap->max_recv_sge;
+		return 0;
+	}
+	srq = to_msrq(init->srq);
+	err = metaroce_queue_init(&qp->rq, init->qp_type == IB_QPT_RC ?
+				  METAROCE_SRQ_QP_SLOTS : 1,
+				  srq->queue.slot_size, false);
+	if (err)
+		return err;
+	cap->max_recv_wr = 0;
+	cap->max_recv_sge = 0;
+	qp->max_recv_sge = srq->max_sge;
+	return 0;
+}
+
 static int create_queues(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 			 struct ib_udata *udata,
 			 struct metaroce_create_qp_resp *resp)
@@ -62,26 +100,20 @@ static int create_queues(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 				  send_wqe_size(cap), !!udata);
 	if (err)
 		return err;
-	err = metaroce_queue_init(&qp->rq, max(cap->max_recv_wr, 1U),
-				  recv_wqe_size(cap), !!udata);
+	err = create_rq(qp, init, !!udata);
 	if (err)
 		goto err_sq;
 
 	/* Report what the rings really hold. */
 	cap->max_send_wr = qp->sq.num_slots;
-	cap->max_recv_wr = qp->rq.num_slots;
 	cap->max_send_sge = (qp->sq.slot_size -
 			     sizeof(struct metaroce_send_wqe)) /
 			    sizeof(struct metaroce_sge);
 	cap->max_send_sge = min_t(u32, cap->max_send_sge, METAROCE_MAX_SGE);
-	cap->max_recv_sge = min_t(u32, (qp->rq.slot_size -
-			     sizeof(struct metaroce_recv_wqe)) /
-			    sizeof(struct metaroce_sge), METAROCE_MAX_SGE);
 	cap->max_inline_data = min_t(u32, qp->sq.slot_size -
 				     sizeof(struct metaroce_send_wqe),
 				     METAROCE_MAX_INLINE);
 	qp->max_send_sge = cap->max_send_sge;
-	qp->max_recv_sge = cap->max_recv_sge;
 	qp->max_inline = cap->max_inline_data;
 	if (!udata)
 		return 0;
@@ -90,9 +122,11 @@ static int create_queues(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 	err = metaroce_queue_expose(&qp->sq, &uctx->ibuc, &resp->sq);
 	if (err)
 		goto err_rq;
-	err = metaroce_queue_expose(&qp->rq, &uctx->ibuc, &resp->rq);
-	if (err)
-		goto err_rq;
+	if (!init->srq) {
+		err = metaroce_queue_expose(&qp->rq, &uctx->ibuc, &resp->rq);
+		if (err)
+			goto err_rq;
+	}
 	resp->max_inline_data = qp->max_inline;
 	return 0;
 
@@ -413,9 +447,11 @@ int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->qp_state = READ_ONCE(qp->state);
 	attr->cur_qp_state = attr->qp_state;
 	attr->cap.max_send_wr = qp->sq.num_slots;
-	attr->cap.max_recv_wr = qp->rq.num_slots;
+	if (!metaroce_qp_srq(qp)) {
+		attr->cap.max_recv_wr = qp->rq.num_slots;
+		attr->cap.max_recv_sge = qp->max_recv_sge;
+	}
 	attr->cap.max_send_sge = qp->max_send_sge;
-	attr->cap.max_recv_sge = qp->max_recv_sge;
 	attr->cap.max_inline_data = qp->max_inline;
 	attr->sq_draining = attr->qp_state == IB_QPS_SQD &&
 			    !qp->mdev->engine->sq_drained(qp);
@@ -424,6 +460,7 @@ int metaroce_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	memset(init, 0, sizeof(*init));
 	init->send_cq = &qp->scq->ibcq;
 	init->recv_cq = &qp->rcq->ibcq;
+	init->srq = ibqp->srq;
 	init->cap = attr->cap;
 	init->qp_type = ibqp->qp_type;
 	init->sq_sig_type = qp->sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;

@@ -53,6 +53,7 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp)
 	resp->cum = qp->attr.rq_psn;
 	bitmap_zero(resp->rcvd, SOFT_RX_RING);
 	resp->msn_done = 0;
+	resp->last_wqe_reported = false;
 	resp->refused = false;
 	resp->unacked = 0;
 	resp->ce_count = 0;
@@ -60,16 +61,44 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp)
 	spin_unlock_bh(&resp->lock);
 }
 
-/* The receive WQE that message @msn lands in, or NULL if not posted. */
-static struct soft_rwqe *rwqe_for_msn(struct metaroce_soft_qp *sqp, u32 msn)
+/*
+ * On an SRQ, a packet's message is at most as many messages ahead as its
+ * PSN is ahead of cum (every message has a packet). A packet claiming
+ * more would take WQEs the SRQ's other QPs need: it is dropped.
+ */
+static bool srq_msn_plausible(struct metaroce_soft_qp *sqp, u32 ahead, u32 psn)
+{
+	if (!metaroce_qp_srq(sqp->qp) ||
+	    (s32)ahead <= soft_psn_diff(psn, sqp->resp.cum))
+		return true;
+	metaroce_count(sqp->qp->mdev, RX_BAD_PEER);
+	return false;
+}
+
+/*
+ * The receive WQE that message @msn lands in, or NULL if none is posted
+ * (*@rnr set) or the packet at @psn is implausible.
+ */
+static struct soft_rwqe *rwqe_for_msn(struct metaroce_soft_qp *sqp, u32 msn,
+				      u32 psn, bool *rnr)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	u32 ahead = msn - sqp->resp.msn_done;
 	u32 index = qp->rq.own_index + ahead;
 	struct soft_rwqe *rwqe;
 
-	if (ahead >= SOFT_WINDOW || ahead >= metaroce_queue_available(&qp->rq))
+	if (ahead >= SOFT_WINDOW) {
+		*rnr = true;
 		return NULL;
+	}
+	if (!srq_msn_plausible(sqp, ahead, psn))
+		return NULL;
+	/* Taken in message order: message @msn gets the next one. */
+	soft_srq_fetch(sqp, ahead + 1);
+	if (ahead >= metaroce_queue_available(&qp->rq)) {
+		*rnr = true;
+		return NULL;
+	}
 	rwqe = &sqp->resp.rwqes[index & (qp->rq.num_slots - 1)];
 	if (!rwqe->taken)
 		soft_take_recv_wqe(sqp, index);
@@ -209,11 +238,9 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 	u32 offset = send ? pkt->deth.addr : 0;
 	struct soft_rwqe *rwqe;
 
-	rwqe = rwqe_for_msn(sqp, pkt->deth.msn);
-	if (!rwqe) {
-		*rnr = true;
+	rwqe = rwqe_for_msn(sqp, pkt->deth.msn, pkt->psn, rnr);
+	if (!rwqe)
 		return RX_DROPPED;
-	}
 	if (send && pkt->deth.msg_len > rwqe->capacity &&
 	    rwqe->status == IB_WC_SUCCESS)
 		rwqe->status = IB_WC_LOC_LEN_ERR;
@@ -718,6 +745,7 @@ void soft_resp_flush(struct metaroce_soft_qp *sqp)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct soft_resp *resp = &sqp->resp;
+	bool last_wqe;
 	u32 avail;
 
 	spin_lock_bh(&resp->lock);
@@ -736,5 +764,10 @@ void soft_resp_flush(struct metaroce_soft_qp *sqp)
 			soft_take_recv_wqe(sqp, qp->rq.own_index);
 		retire_recv(qp, rwqe, status);
 	}
+	/* IBA 11.6.3: on an SRQ, the last WQE the QP took has completed. */
+	last_wqe = metaroce_qp_srq(qp) && !resp->last_wqe_reported;
+	resp->last_wqe_reported = true;
 	spin_unlock_bh(&resp->lock);
+	if (last_wqe)
+		metaroce_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
 }

@@ -217,6 +217,7 @@ struct soft_resp {
 	u32 cum;			/* first PSN not received */
 	DECLARE_BITMAP(rcvd, SOFT_RX_RING);	/* by psn % SOFT_RX_RING */
 	u32 msn_done;			/* receive-consuming messages done */
+	bool last_wqe_reported;		/* on an SRQ, after the flush */
 	struct soft_rwqe *rwqes;	/* one per RQ slot */
 	/* READ parts, in PSN order: [read_head, read_tail) */
 	struct soft_read reads[SOFT_MAX_READS];
@@ -337,6 +338,7 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_swqe(struct soft_swqe *swqe);
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_rwqe(struct soft_rwqe *rwqe);
+void soft_srq_fetch(struct metaroce_soft_qp *sqp, u32 need);
 int soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
 			u32 len);
 bool soft_swqe_revoked(const struct soft_swqe *swqe);

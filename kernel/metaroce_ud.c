@@ -123,6 +123,7 @@ void soft_ud_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		memcpy(grh, ipv6_hdr(skb), sizeof(struct ipv6hdr));
 
 	spin_lock_bh(&resp->lock);
+	soft_srq_fetch(sqp, 1);
 	if (!metaroce_queue_available(&qp->rq)) {
 		spin_unlock_bh(&resp->lock);
 		metaroce_count(qp->mdev, RX_NO_RECV_WQE);

@@ -158,9 +158,13 @@ struct metaroce_resize_cq_resp {
 
 struct metaroce_create_qp_resp {
 	struct metaroce_queue_info	sq;
-	struct metaroce_queue_info	rq;
+	struct metaroce_queue_info	rq;	/* all zero on an SRQ */
 	__u32	max_inline_data;
 	__u32	reserved;
+};
+
+struct metaroce_create_srq_resp {
+	struct metaroce_queue_info	rq;	/* recv WQEs, as an RQ's */
 };
 
 struct metaroce_create_ah_resp {

@@ -6,6 +6,7 @@
  *   metaroce.c       device matching, context, queries, PD, MR, AH, op table
  *   metaroce_cq.c    CQ create / resize / destroy (commands, ring mapping)
  *   metaroce_qp.c    QP create / modify / query / destroy
+ *   metaroce_srq.c   SRQ create / modify / query / destroy
  *   metaroce_post.c  posting: ibv_post_send/recv, the ibv_qp_ex WR API,
  *                    doorbells
  *   metaroce_poll.c  ibv_poll_cq
@@ -70,7 +71,7 @@ struct metaroce_wq {
 struct metaroce_qp {
 	struct verbs_qp vqp;	/* first: ibv_qp and ibv_qp_ex */
 	struct metaroce_wq sq;
-	struct metaroce_wq rq;
+	struct metaroce_wq rq;	/* not mapped on an SRQ */
 	struct metaroce_sq_caps sq_caps;
 
 	/*
@@ -84,6 +85,11 @@ struct metaroce_qp {
 	int wr_err;
 };
 
+struct metaroce_srq {
+	struct ibv_srq ibv_srq;
+	struct metaroce_wq rq;	/* the provider produces, QPs take */
+};
+
 /* --- udata wrappers ------------------------------------------------------ */
 
 METAROCE_DRV_RESP(metaroce_get_context_resp, ib_uverbs_get_context_resp,
@@ -94,6 +100,8 @@ METAROCE_DRV_RESP(metaroce_cmd_resize_cq_resp, ib_uverbs_resize_cq_resp,
 		  metaroce_resize_cq_resp);
 METAROCE_DRV_RESP(metaroce_cmd_create_qp_resp, ib_uverbs_create_qp_resp,
 		  metaroce_create_qp_resp);
+METAROCE_DRV_RESP(metaroce_cmd_create_srq_resp, ib_uverbs_create_srq_resp,
+		  metaroce_create_srq_resp);
 METAROCE_DRV_RESP(metaroce_cmd_create_ah_resp, ib_uverbs_create_ah_resp,
 		  metaroce_create_ah_resp);
 
@@ -129,6 +137,11 @@ static inline struct metaroce_qp *to_mqp(struct ibv_qp *ibqp)
 	return container_of(ibqp, struct metaroce_qp, vqp.qp);
 }
 
+static inline struct metaroce_srq *to_msrq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct metaroce_srq, ibv_srq);
+}
+
 static inline struct metaroce_qp *qpx_to_mqp(struct ibv_qp_ex *qpx)
 {
 	return container_of(qpx, struct metaroce_qp, vqp.qp_ex);
@@ -158,6 +171,15 @@ int metaroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		      int attr_mask, struct ibv_qp_init_attr *init_attr);
 int metaroce_destroy_qp(struct ibv_qp *ibqp);
 
+/* --- metaroce_srq.c ------------------------------------------------------ */
+
+struct ibv_srq *metaroce_create_srq(struct ibv_pd *pd,
+				    struct ibv_srq_init_attr *attr);
+int metaroce_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+			int attr_mask);
+int metaroce_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int metaroce_destroy_srq(struct ibv_srq *ibsrq);
+
 /* --- metaroce_post.c ----------------------------------------------------- */
 
 /* ibv_qp_ex ops a QP supports, as IBV_QP_EX_WITH_* flags, per QP type. */
@@ -172,6 +194,8 @@ int metaroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr);
 int metaroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr);
+int metaroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			   struct ibv_recv_wr **bad_wr);
 /*
  * Installs the ibv_qp_ex callbacks for @send_ops (already checked against
  * the QP type) and marks the QP as extended.

@@ -129,34 +129,52 @@ int metaroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return err ? err : db_err;
 }
 
+/*
+ * Writes the receive WQEs of *@wr into @wq from its index on, stopping at
+ * the first that fails (left in *@wr, its error returned).  Returns the
+ * index after the last one written in *@end.  The caller holds wq->lock.
+ */
+static int wq_write_recvs(struct metaroce_wq *wq, struct ibv_recv_wr **wr,
+			  uint32_t *end)
+{
+	uint32_t index = wq->ring.index, room = 0;
+	int err = 0;
+	void *slot;
+
+	for (; *wr; *wr = (*wr)->next) {
+		slot = wq_next_slot(wq, index, &room);
+		if (!slot) {
+			err = ENOMEM;
+			break;
+		}
+		err = metaroce_build_recv_wqe(slot, wq->max_sge, *wr);
+		if (err)
+			break;
+		index++;
+	}
+	*end = index;
+	return err;
+}
+
 int metaroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr)
 {
 	struct metaroce_qp *qp = to_mqp(ibqp);
 	struct ibv_recv_wr *first = wr;
-	uint32_t index, room = 0;
-	int err = 0, db_err;
-	void *slot;
+	uint32_t index;
+	int err, db_err;
 
-	/* C10-97.2.1: no receives while the QP is in RESET. */
-	if (ibqp->state == IBV_QPS_RESET) {
+	/*
+	 * C10-97.2.1: no receives while the QP is in RESET.  A QP on an SRQ
+	 * has no receive queue of its own.
+	 */
+	if (ibqp->state == IBV_QPS_RESET || ibqp->srq) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
 
 	pthread_spin_lock(&qp->rq.lock);
-	index = qp->rq.ring.index;
-	for (; wr; wr = wr->next) {
-		slot = wq_next_slot(&qp->rq, index, &room);
-		if (!slot) {
-			err = ENOMEM;
-			break;
-		}
-		err = metaroce_build_recv_wqe(slot, qp->rq.max_sge, wr);
-		if (err)
-			break;
-		index++;
-	}
+	err = wq_write_recvs(&qp->rq, &wr, &index);
 	db_err = wq_commit(qp, &qp->rq, index);
 
 	if (err)
@@ -164,6 +182,28 @@ int metaroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	else if (db_err)
 		*bad_wr = first;
 	return err ? err : db_err;
+}
+
+/*
+ * The QPs take from an SRQ when messages arrive, so a post needs no
+ * doorbell: a QP that found it empty has told its sender to retry (RNR).
+ */
+int metaroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			   struct ibv_recv_wr **bad_wr)
+{
+	struct metaroce_srq *srq = to_msrq(ibsrq);
+	uint32_t index;
+	int err;
+
+	pthread_spin_lock(&srq->rq.lock);
+	err = wq_write_recvs(&srq->rq, &wr, &index);
+	if (index != srq->rq.ring.index)
+		metaroce_ring_publish(&srq->rq.ring, index);
+	pthread_spin_unlock(&srq->rq.lock);
+
+	if (err)
+		*bad_wr = wr;
+	return err;
 }
 
 /* --- the ibv_qp_ex work-request API --------------------------------------- */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Queue pairs: creation (including the ibv_qp_ex work-request API),
- * modification, query and destruction.  RC and UD only; no SRQ, XRC or
- * create flags.  The send and receive rings are mapped from the kernel;
- * posting is in metaroce_post.c.
+ * modification, query and destruction.  RC and UD only, on an RQ of their
+ * own or an SRQ; no XRC or create flags.  The send and receive rings are
+ * mapped from the kernel; posting is in metaroce_post.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +25,6 @@ static int check_init_attr(const struct ibv_qp_init_attr_ex *attr)
 	uint64_t ops;
 
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD)
-		return EOPNOTSUPP;
-	if (attr->srq)
 		return EOPNOTSUPP;
 	/* Create flags only if none is set; no XRC, RSS, TSO. */
 	if (attr->comp_mask & ~(uint32_t)(METAROCE_QP_COMP_MASK |
@@ -64,19 +62,23 @@ static int map_queues(struct metaroce_qp *qp, int cmd_fd,
 	ret = metaroce_ring_map(cmd_fd, &resp->sq, send_head, &qp->sq.ring);
 	if (ret)
 		return ret;
-	ret = metaroce_ring_map(cmd_fd, &resp->rq, recv_head, &qp->rq.ring);
-	if (ret) {
-		metaroce_ring_unmap(&qp->sq.ring);
-		return ret;
-	}
 	/* The producer indices are ours; new rings start where they say. */
 	qp->sq.ring.index = qp->sq.ring.hdr->producer;
-	qp->rq.ring.index = qp->rq.ring.hdr->producer;
-
 	qp->sq.max_sge = min_u32(attr->cap.max_send_sge,
 				 (qp->sq.ring.stride - send_head) / sge);
-	qp->rq.max_sge = min_u32(attr->cap.max_recv_sge,
-				 (qp->rq.ring.stride - recv_head) / sge);
+	/* On an SRQ there is no RQ: receives are posted to the SRQ. */
+	if (!attr->srq) {
+		ret = metaroce_ring_map(cmd_fd, &resp->rq, recv_head,
+					&qp->rq.ring);
+		if (ret) {
+			metaroce_ring_unmap(&qp->sq.ring);
+			return ret;
+		}
+		qp->rq.ring.index = qp->rq.ring.hdr->producer;
+		qp->rq.max_sge = min_u32(attr->cap.max_recv_sge,
+					 (qp->rq.ring.stride - recv_head) /
+						 sge);
+	}
 
 	qp->sq_caps.qp_type = attr->qp_type;
 	qp->sq_caps.max_sge = qp->sq.max_sge;

@@ -929,6 +929,92 @@ static void test_poll_cq(void)
 	free_cq(cq);
 }
 
+/*
+ * A datagram's network header type is in wc.sl, as mlx5 reports it on
+ * RoCE (UCX finds the destination GID by it); nothing else carries one.
+ */
+static void test_wc_network_header(void)
+{
+	static const struct {
+		uint32_t flags;
+		uint8_t type;
+		uint8_t sl;
+	} cases[] = {
+		{ METAROCE_CQE_GRH, METAROCE_NETWORK_IPV4, METAROCE_WC_SL_IPV4 },
+		{ METAROCE_CQE_GRH, METAROCE_NETWORK_IPV6, METAROCE_WC_SL_IPV6 },
+		{ METAROCE_CQE_GRH, 0, 0 },
+		{ 0, METAROCE_NETWORK_IPV4, 0 },
+	};
+	struct metaroce_cqe cqe;
+	struct ibv_wc wc;
+	size_t i;
+
+	CHECK_EQ(METAROCE_WC_SL_IPV4, 2);
+	CHECK_EQ(METAROCE_WC_SL_IPV6, 1);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&cqe, 0, sizeof(cqe));
+		memset(&wc, 0xee, sizeof(wc));
+		cqe.flags = cases[i].flags;
+		cqe.network_hdr_type = cases[i].type;
+		metaroce_cqe_to_wc(&cqe, &wc);
+		CHECK_EQ(wc.sl, cases[i].sl);
+	}
+}
+
+/* --- SRQs ------------------------------------------------------------------ */
+
+static void test_post_srq_recv(void)
+{
+	struct metaroce_srq *srq = calloc(1, sizeof(*srq));
+	struct metaroce_qp *qp = make_qp(&rc_cfg);
+	struct ibv_sge sg = { .addr = 0x100, .length = 1, .lkey = 1 };
+	struct ibv_recv_wr wr[5] = {}, *bad = NULL;
+	struct metaroce_recv_wqe *w;
+	uint32_t p0;
+	int i;
+
+	if (!srq)
+		abort();
+	alloc_ring(&srq->rq.ring, 4, 64, 0xfffffffeu);
+	pthread_spin_init(&srq->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	srq->rq.max_sge = 1;
+	p0 = srq->rq.ring.index;
+	for (i = 0; i < 5; i++) {
+		wr[i].wr_id = 40 + i;
+		wr[i].sg_list = &sg;
+		wr[i].num_sge = 1;
+		wr[i].next = i < 4 ? &wr[i + 1] : NULL;
+	}
+	/* Four fit; the fifth finds the ring full; no doorbell either way. */
+	rq_doorbells = 0;
+	CHECK_EQ(metaroce_post_srq_recv(&srq->ibv_srq, wr, &bad), ENOMEM);
+	CHECK(bad == &wr[4]);
+	CHECK_EQ(producer(&srq->rq.ring), p0 + 4);
+	CHECK_EQ(rq_doorbells, 0);
+	w = metaroce_ring_slot(&srq->rq.ring, p0 + 3);
+	CHECK_EQ(w->wr_id, 43);
+	CHECK_EQ(w->num_sge, 1);
+
+	/* The kernel takes two; too many SGEs stops the chain there. */
+	srq->rq.ring.hdr->consumer = p0 + 2;
+	wr[0].num_sge = 2;
+	bad = NULL;
+	CHECK_EQ(metaroce_post_srq_recv(&srq->ibv_srq, wr, &bad), EINVAL);
+	CHECK(bad == &wr[0]);
+	CHECK_EQ(producer(&srq->rq.ring), p0 + 4);
+
+	/* A QP on an SRQ has no receive queue of its own. */
+	qp->vqp.qp.srq = &srq->ibv_srq;
+	wr[0].num_sge = 1;
+	bad = NULL;
+	CHECK_EQ(metaroce_post_recv(&qp->vqp.qp, wr, &bad), EINVAL);
+	CHECK(bad == &wr[0]);
+	free_qp(qp);
+	pthread_spin_destroy(&srq->rq.lock);
+	free(srq->rq.ring.hdr);
+	free(srq);
+}
+
 /* --- concurrency ---------------------------------------------------------- */
 
 #define POSTERS 4
@@ -1174,6 +1260,8 @@ int main(void)
 	test_wr_api_errors();
 	test_wr_api_ud();
 	test_poll_cq();
+	test_wc_network_header();
+	test_post_srq_recv();
 	test_concurrent_posts();
 	test_concurrent_polls();
 

@@ -150,19 +150,6 @@ TEST_F(QpCreate, UnsupportedTypes)
 	}
 }
 
-TEST_F(QpCreate, SrqIsUnsupported)
-{
-	// No SRQ can be created (Device.UnsupportedObjects); one named in the
-	// init attributes is refused before anything looks at it.
-	ibv_srq fake{};
-	fake.context = A().ctx;
-	fake.pd = A().pd;
-	ibv_qp *qp = try_create(caps(16, 16, 1, 1, 0), IBV_QPT_RC, &fake);
-	int err = errno;
-	EXPECT_EQ(qp, nullptr);
-	EXPECT_EQ(err, EOPNOTSUPP) << errstr(err);
-}
-
 TEST_F(QpCreate, ExtendedAttributes)
 {
 	ibv_cq *cq = ibv_create_cq(A().ctx, 16, nullptr, nullptr, 0);

@@ -655,42 +655,6 @@ TEST_F(RcError, DeregWhileInFlight)
 	dst.reset();
 }
 
-// Device A's root qdisc, changed with the command METAROCE_VERBS_QDISC_A
-// names, ACTION standing for replace/del (verbs.sh: "tc -n ns1 qdisc ACTION
-// dev veth0 root"); the qdisc set is deleted again.
-class Qdisc {
-public:
-	Qdisc()
-	{
-		if (const char *cmd = getenv("METAROCE_VERBS_QDISC_A"))
-			cmd_ = cmd;
-	}
-	~Qdisc()
-	{
-		if (added_)
-			run("del", "");
-	}
-	bool available() const
-	{
-		return cmd_.find("ACTION") != std::string::npos;
-	}
-	bool set(const std::string &qdisc)
-	{
-		added_ = run("replace", qdisc);
-		return added_;
-	}
-
-private:
-	bool run(const std::string &action, const std::string &args)
-	{
-		std::string c = cmd_;
-		c.replace(c.find("ACTION"), 6, action);
-		return system((c + " " + args).c_str()) == 0;
-	}
-	std::string cmd_;
-	bool added_ = false;
-};
-
 // After ibv_dereg_mr returns, no packet still reads the MR's pages: a
 // zero-copy SEND whose packets wait in a qdisc (netem) must not carry what
 // the application writes into the buffer after deregistering it (issue 13,

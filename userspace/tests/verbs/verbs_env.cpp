@@ -416,6 +416,36 @@ int Ctx::count_events(ibv_event_type type, ibv_qp *qp, ibv_cq *cq) const
 
 // ---------------------------------------------------------------------------
 
+Qdisc::Qdisc()
+{
+	if (const char *cmd = getenv("METAROCE_VERBS_QDISC_A"))
+		cmd_ = cmd;
+}
+
+Qdisc::~Qdisc()
+{
+	if (added_)
+		run("del", "");
+}
+
+bool Qdisc::available() const
+{
+	return cmd_.find("ACTION") != std::string::npos;
+}
+
+bool Qdisc::set(const std::string &qdisc)
+{
+	added_ = run("replace", qdisc);
+	return added_;
+}
+
+bool Qdisc::run(const std::string &action, const std::string &args)
+{
+	std::string c = cmd_;
+	c.replace(c.find("ACTION"), 6, action);
+	return system((c + " " + args).c_str()) == 0;
+}
+
 static void *map_pages(size_t len, size_t *map_len)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -515,6 +545,7 @@ void Qp::create(const QpOpts &o)
 	attr.cap.max_send_sge = o.send_sge;
 	attr.cap.max_recv_sge = o.recv_sge;
 	attr.cap.max_inline_data = o.inline_data;
+	attr.srq = o.srq;
 	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
 	attr.pd = c.pd;
 	if (o.send_ops) {

@@ -37,7 +37,7 @@ constexpr int kRcAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 constexpr uint32_t kMaxQpWr = 16384;
 constexpr uint32_t kMaxSge = 16;
 constexpr uint32_t kMaxInline = 256;
-constexpr int kMaxCqe = 262143;
+constexpr int kMaxCqe = (1 << 20) - 1;
 constexpr uint32_t kMaxRdAtomic = 128;
 
 // ---------------------------------------------------------------------------
@@ -89,6 +89,24 @@ int64_t hw_counter(const std::string &dev, const char *name,
 
 // Records a measurement in the XML report and prints it.
 void note(const std::string &key, double value);
+
+// Device A's root qdisc, changed with the command METAROCE_VERBS_QDISC_A
+// names, ACTION standing for replace/del (verbs.sh: "tc -n ns1 qdisc ACTION
+// dev veth0 root"); the qdisc set is deleted again.
+class Qdisc {
+public:
+	Qdisc();
+	~Qdisc();
+	Qdisc(const Qdisc &) = delete;
+	Qdisc &operator=(const Qdisc &) = delete;
+	bool available() const;
+	bool set(const std::string &qdisc);
+
+private:
+	bool run(const std::string &action, const std::string &args);
+	std::string cmd_;
+	bool added_ = false;
+};
 
 // ---------------------------------------------------------------------------
 // Resources
@@ -169,6 +187,7 @@ struct QpOpts {
 	bool sig_all = false;
 	ibv_comp_channel *channel = nullptr;	// for both CQs
 	uint64_t send_ops = 0;		// != 0: ibv_create_qp_ex with these
+	ibv_srq *srq = nullptr;		// receives from it (no RQ)
 };
 
 // A QP with its own send and receive CQs.
