@@ -210,6 +210,12 @@ static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
 	struct metaroce_mr *mr;
 	bool ok;
 
+	/*
+	 * IBA C9-88: a zero-length WRITE names no memory, so its R_Key and
+	 * address are not checked (UCX flushes with 0 bytes to R_Key 0).
+	 */
+	if (!pkt->payload_len && qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
+		return RX_PLACED;
 	mr = metaroce_mr_get(qp->mdev, pkt->deth.key);
 	ok = mr && qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
 	     metaroce_mr_allows(mr, qp->ibqp.pd, pkt->deth.addr,

@@ -170,6 +170,36 @@ TEST_P(Rc, Read)
 	EXPECT_TRUE(quiet(qb.scq, Ms(0)));
 }
 
+// IBA C9-88: a zero-length WRITE names no memory, so its R_Key and address
+// are not checked; the QP's remote-write right still is. UCX's rc_verbs
+// flushes with 0 bytes to address 0, R_Key 0: refused, every UCX
+// connection failed with a remote access error.
+TEST_P(Rc, ZeroLengthWriteNeedsNoKey)
+{
+	Qp qa(A()), qb(Peer());
+	connect(qa, qb);
+	Buf dst(Peer().pd, 64);
+	ASSERT_EQ(post_recv(qb.qp, dst, 1), 0);
+	std::vector<Wr> w = {
+		{.op = IBV_WR_RDMA_WRITE, .wr_id = 1, .raddr = 0, .rkey = 0},
+		{.op = IBV_WR_RDMA_WRITE_WITH_IMM, .wr_id = 2, .raddr = 0,
+		 .rkey = 0, .imm = 44},
+	};
+	ASSERT_EQ(post_send(qa.qp, w), 0);
+	EXPECT_TRUE(poll_ok(qa.scq, 2, 1));
+	ibv_wc wc = poll1(qb.rcq);
+	EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM);
+	EXPECT_EQ(wc.byte_len, 0u);
+	EXPECT_EQ(be32toh(wc.imm_data), 44u);
+
+	// Without IBV_ACCESS_REMOTE_WRITE on the responder: refused.
+	Qp qc(A()), qd(Peer());
+	connect(qc, qd, {.access = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_READ});
+	EXPECT_WC(run1(qc, {.op = IBV_WR_RDMA_WRITE, .wr_id = 3}), 3,
+		  IBV_WC_REM_ACCESS_ERR);
+}
+
 TEST_P(Rc, ZeroLengthEverything)
 {
 	Qp qa(A()), qb(Peer());
