@@ -5,7 +5,7 @@
 // the error state (what a QP took is flushed on its CQ, the rest stays for
 // the others, IBV_EVENT_QP_LAST_WQE_REACHED), and loss, duplication and
 // reordering never consuming a WQE twice or completing one wrongly.
-#include <map>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -169,8 +169,54 @@ TEST_F(SrqAttr, SrqOfAnotherPdIsFine)
 // RC and UD QPs on Peer() receive from one SRQ; A sends.
 class SrqTraffic : public TopoTest {
 protected:
-	// Message @i of sender @q: @n bytes of pattern seed(q, i).
+	// Message @i of sender @q: size(i) bytes of pattern seed(q, i).
 	static uint64_t seed(int q, int i) { return 5000 + 1000 * q + i; }
+	using SizeFn = std::function<size_t(int)>;
+
+	// @per_qp messages from each of @senders, message i in slot q*per_qp+i
+	// of @src, posted as one chain per QP.
+	void send_messages(std::vector<Qp *> senders, Buf &src, int per_qp,
+			   size_t slot, const SizeFn &size)
+	{
+		for (size_t q = 0; q < senders.size(); q++) {
+			std::vector<Wr> w;
+			for (int i = 0; i < per_qp; i++) {
+				size_t off = (q * per_qp + i) * slot;
+				fill(src.p + off, size(i), seed(q, i));
+				w.push_back(send_wr(src, off, size(i), i));
+			}
+			ASSERT_EQ(post_send(senders[q]->qp, w), 0);
+		}
+	}
+
+	// Each receiver got its sender's messages in order, each whole in
+	// the WQE (slot wr_id of @dst) its completion names, no WQE twice.
+	void expect_messages(std::vector<Qp *> receivers, const Buf &dst,
+			     int per_qp, size_t slot, const SizeFn &size)
+	{
+		std::set<uint64_t> used;
+		for (size_t q = 0; q < receivers.size(); q++) {
+			Qp &b = *receivers[q];
+			auto wcs = poll(b.rcq, per_qp);
+			ASSERT_EQ(wcs.size(), static_cast<size_t>(per_qp));
+			for (int i = 0; i < per_qp; i++) {
+				const ibv_wc &wc = wcs[i];
+				SCOPED_TRACE(testing::Message()
+					     << "qp " << q << " msg " << i);
+				ASSERT_WC(wc, wc.wr_id, IBV_WC_SUCCESS,
+					  IBV_WC_RECV);
+				EXPECT_EQ(wc.qp_num, b.qpn());
+				EXPECT_EQ(wc.byte_len, size(i));
+				ASSERT_LT(wc.wr_id, receivers.size() * per_qp);
+				EXPECT_TRUE(used.insert(wc.wr_id).second)
+					<< "WQE " << wc.wr_id << " used twice";
+				const uint8_t *p = dst.p + wc.wr_id * slot;
+				EXPECT_TRUE(has_pattern(p, size(i), seed(q, i)));
+				EXPECT_TRUE(all_bytes(p + size(i),
+						      slot - size(i), 0xee));
+			}
+		}
+	}
 };
 
 INSTANTIATE_TEST_SUITE_P(Topo, SrqTraffic,
@@ -198,39 +244,12 @@ TEST_P(SrqTraffic, TwoRcQpsShareOneSrq)
 		return std::min<size_t>(slot, (i % 4) * seg + 1 + 37 * i);
 	};
 	Buf src(A().pd, 2 * per_qp * slot);
-	for (int q = 0; q < 2; q++) {
-		std::vector<Wr> w;
-		for (int i = 0; i < per_qp; i++) {
-			size_t off = (q * per_qp + i) * slot;
-			fill(src.p + off, size(i), seed(q, i));
-			w.push_back(send_wr(src, off, size(i), i));
-		}
-		ASSERT_EQ(post_send((q ? a1 : a0).qp, w), 0);
-	}
+	send_messages({&a0, &a1}, src, per_qp, slot, size);
 	EXPECT_TRUE(poll_ok(a0.scq, per_qp));
 	EXPECT_TRUE(poll_ok(a1.scq, per_qp));
-
-	std::set<uint64_t> used;
-	for (int q = 0; q < 2; q++) {
-		Qp &b = q ? b1 : b0;
-		auto wcs = poll(b.rcq, per_qp);
-		ASSERT_EQ(wcs.size(), static_cast<size_t>(per_qp));
-		for (int i = 0; i < per_qp; i++) {
-			const ibv_wc &wc = wcs[i];
-			SCOPED_TRACE(testing::Message() << "qp " << q << " msg "
-							<< i);
-			ASSERT_WC(wc, wc.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV);
-			EXPECT_EQ(wc.qp_num, b.qpn());
-			EXPECT_EQ(wc.byte_len, size(i));
-			ASSERT_LT(wc.wr_id, 2u * per_qp);
-			EXPECT_TRUE(used.insert(wc.wr_id).second)
-				<< "WQE " << wc.wr_id << " used twice";
-			const uint8_t *p = dst.p + wc.wr_id * slot;
-			EXPECT_TRUE(has_pattern(p, size(i), seed(q, i)));
-			EXPECT_TRUE(all_bytes(p + size(i), slot - size(i), 0xee));
-		}
-		EXPECT_TRUE(quiet(b.rcq, Ms(50)));
-	}
+	expect_messages({&b0, &b1}, dst, per_qp, slot, size);
+	EXPECT_TRUE(quiet(b0.rcq, Ms(50)));
+	EXPECT_TRUE(quiet(b1.rcq, Ms(50)));
 }
 
 // An empty SRQ sends the requester into RNR waits; posting ends them and
@@ -396,36 +415,10 @@ TEST_P(SrqTraffic, LossDuplicatesAndReorderingTakeEachWqeOnce)
 		return std::min<size_t>(slot, (i % 3) * seg + 100 + 11 * i);
 	};
 	Buf src(A().pd, 2 * per_qp * slot);
-	for (int q = 0; q < 2; q++) {
-		std::vector<Wr> w;
-		for (int i = 0; i < per_qp; i++) {
-			size_t off = (q * per_qp + i) * slot;
-			fill(src.p + off, size(i), seed(q, i));
-			w.push_back(send_wr(src, off, size(i), i));
-		}
-		ASSERT_EQ(post_send((q ? a1 : a0).qp, w), 0);
-	}
+	send_messages({&a0, &a1}, src, per_qp, slot, size);
 	EXPECT_TRUE(poll_ok(a0.scq, per_qp, 0, limit(Ms(60000))));
 	EXPECT_TRUE(poll_ok(a1.scq, per_qp, 0, limit(Ms(60000))));
-
-	std::set<uint64_t> used;
-	for (int q = 0; q < 2; q++) {
-		Qp &b = q ? b1 : b0;
-		auto wcs = poll(b.rcq, per_qp);
-		ASSERT_EQ(wcs.size(), static_cast<size_t>(per_qp));
-		for (int i = 0; i < per_qp; i++) {
-			const ibv_wc &wc = wcs[i];
-			SCOPED_TRACE(testing::Message() << "qp " << q << " msg "
-							<< i);
-			ASSERT_WC(wc, wc.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV);
-			EXPECT_EQ(wc.byte_len, size(i));
-			ASSERT_LT(wc.wr_id, 2u * per_qp);
-			EXPECT_TRUE(used.insert(wc.wr_id).second)
-				<< "WQE " << wc.wr_id << " used twice";
-			EXPECT_TRUE(has_pattern(dst.p + wc.wr_id * slot,
-						size(i), seed(q, i)));
-		}
-	}
+	expect_messages({&b0, &b1}, dst, per_qp, slot, size);
 	// Nothing left: one more message finds no WQE until one is posted.
 	ASSERT_TRUE(qdisc.set("pfifo"));
 	Buf extra(Peer().pd, 64);
