@@ -11,6 +11,8 @@ packages=(
 	# RDMA userspace: libibverbs, providers, tools, perftest
 	rdma-core ibverbs-utils ibverbs-providers perftest
 	libibverbs-dev librdmacm-dev rdmacm-utils
+	# what consumers run (selftests/metaroce/consumers.sh)
+	ucx-utils libfabric-bin qperf openmpi-bin libopenmpi-dev
 	# eBPF
 	bpftool libbpf-dev libelf-dev zlib1g-dev clang llvm
 	# userspace build and tests

@@ -1,8 +1,8 @@
 #!/bin/bash
 # In-kernel verbs: metaroce_ktest (selftests/metaroce/ktest) drives RC QPs
-# through ib_post_send/ib_post_recv and checks every byte: between two
-# devices in two network namespaces joined by veth, and on one device
-# talking to itself (loopback). One VM.
+# through ib_post_send/ib_post_recv (or ib_post_srq_recv: srq=1) and checks
+# every byte: between two devices in two network namespaces joined by veth,
+# and on one device talking to itself (loopback). One VM.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
@@ -37,6 +37,10 @@ test_loopback() {
 	ktest dev_a=mr1 dev_b=mr1
 }
 
+test_srq() {
+	ktest dev_a=mr1 dev_b=mr2 srq=1
+}
+
 test_teardown() {
 	rdma link delete mr1
 	rdma link delete mr2
@@ -44,9 +48,10 @@ test_teardown() {
 	metaroce_unload
 }
 
-tap_plan 4
+tap_plan 5
 run_test "setup: two namespaces, two devices" setup
 run_test "kernel ULP: SEND/WRITE/READ between namespaces" test_two_namespaces
 run_test "kernel ULP: SEND/WRITE/READ on one device (loopback)" test_loopback
+run_test "kernel ULP: receives from an SRQ (ib_post_srq_recv)" test_srq
 run_test "teardown" test_teardown
 tap_finish

@@ -5,10 +5,11 @@
  * an RC QP on device @dev_a to one on @dev_b (the same name twice: a
  * loopback on one device), runs SEND, SEND with immediate, WRITE, WRITE
  * with immediate and READ with every byte checked, then a WRITE with a bad
- * rkey that must fail with a remote access error. The load fails (-EIO)
- * if any check fails; the log says which.
+ * rkey that must fail with a remote access error. With srq=1 both QPs
+ * receive from a shared receive queue (ib_create_srq, ib_post_srq_recv).
+ * The load fails (-EIO) if any check fails; the log says which.
  *
- *   insmod metaroce_ktest.ko dev_a=mr0 dev_b=mr1
+ *   insmod metaroce_ktest.ko dev_a=mr0 dev_b=mr1 [srq=1]
  */
 #include <linux/module.h>
 #include <linux/delay.h>
@@ -26,6 +27,8 @@ static char *dev_a = "mr0";
 module_param(dev_a, charp, 0444);
 static char *dev_b = "mr0";
 module_param(dev_b, charp, 0444);
+static bool srq;
+module_param(srq, bool, 0444);
 
 #define BUF_SIZE	(256 * 1024)
 #define POLL_MS		10000
@@ -35,6 +38,7 @@ struct side {
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct ib_qp *qp;
+	struct ib_srq *srq;		/* receives come from it, if set */
 	const struct ib_gid_attr *gid;
 	u8 mac[ETH_ALEN];
 	u8 *buf;			/* registered through the PD's DMA MR */
@@ -90,6 +94,17 @@ static int side_open(struct side *s, const char *name)
 	s->cq = ib_alloc_cq(s->dev, NULL, 256, 0, IB_POLL_DIRECT);
 	if (IS_ERR(s->cq))
 		return PTR_ERR(s->cq);
+	if (srq) {
+		struct ib_srq_init_attr srq_init = {
+			.attr = { .max_wr = 64, .max_sge = 2 },
+			.srq_type = IB_SRQT_BASIC,
+		};
+
+		s->srq = ib_create_srq(s->pd, &srq_init);
+		if (IS_ERR(s->srq))
+			return PTR_ERR(s->srq);
+		init.srq = s->srq;
+	}
 	init.send_cq = s->cq;
 	init.recv_cq = s->cq;
 	s->qp = ib_create_qp(s->pd, &init);
@@ -104,6 +119,8 @@ static void side_close(struct side *s)
 	kfree(s->buf);
 	if (!IS_ERR_OR_NULL(s->qp))
 		ib_destroy_qp(s->qp);
+	if (!IS_ERR_OR_NULL(s->srq))
+		ib_destroy_srq(s->srq);
 	if (!IS_ERR_OR_NULL(s->cq))
 		ib_free_cq(s->cq);
 	if (!IS_ERR_OR_NULL(s->pd))
@@ -193,6 +210,8 @@ static int post_recv(struct side *s, u64 wr_id, u32 offset, u32 len)
 	};
 	struct ib_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 };
 
+	if (s->srq)
+		return ib_post_srq_recv(s->srq, &wr, NULL);
 	return ib_post_recv(s->qp, &wr, NULL);
 }
 
@@ -352,7 +371,8 @@ static int __init metaroce_ktest_init(void)
 	}
 	err = run_tests(&a, &b);
 	if (!err)
-		pr_info("metaroce_ktest: PASS (%s <-> %s)\n", dev_a, dev_b);
+		pr_info("metaroce_ktest: PASS (%s <-> %s%s)\n", dev_a, dev_b,
+			srq ? ", SRQ" : "");
 out:
 	side_close(&b);
 	side_close(&a);

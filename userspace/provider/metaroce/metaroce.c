@@ -6,7 +6,7 @@
  * metaroce_dev_ops, and libibverbs then offers every uverbs device it finds
  * to metaroce_match_device().  This file holds the device and context
  * plumbing and the verbs objects without queues (PD, MR, AH); see
- * metaroce.h for the others.  Verbs not set in metaroce_ctx_ops (SRQ, MW,
+ * metaroce.h for the others.  Verbs not set in metaroce_ctx_ops (MW,
  * XRC, extended CQs, ...) keep the libibverbs defaults, which fail with
  * EOPNOTSUPP.
  */
