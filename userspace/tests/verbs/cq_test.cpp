@@ -157,6 +157,74 @@ TEST_F(Cq, SendCqEvent)
 	EXPECT_TRUE(has_pattern(dst.p, 128, 2));
 }
 
+// Completion events for UD too: a datagram received raises the event of
+// the armed receive CQ, one sent that of the armed send CQ.
+TEST_F(Cq, UdSendAndReceiveEvents)
+{
+	constexpr uint32_t qkey = 0x3333;
+	ibv_comp_channel *ch = make_channel();
+	Qp qa(A(), {.type = IBV_QPT_UD}),
+		qb(B(), {.type = IBV_QPT_UD, .channel = ch});
+	ud_up(qa, qkey);
+	ud_up(qb, qkey);
+	ibv_ah_attr to_b = ah_to(A(), B()), to_a = ah_to(B(), A());
+	ibv_ah *ah_b = ibv_create_ah(A().pd, &to_b);
+	ibv_ah *ah_a = ibv_create_ah(B().pd, &to_a);
+	ASSERT_NE(ah_b, nullptr) << errstr(errno);
+	ASSERT_NE(ah_a, nullptr) << errstr(errno);
+	Buf sa(A().pd, 64), sb(B().pd, 64), da(A().pd, kGrhLen + 64),
+		db(B().pd, kGrhLen + 64);
+	fill(sa.p, 64, 4);
+
+	ASSERT_EQ(post_recv(qb.qp, db, 1), 0);
+	ASSERT_EQ(ibv_req_notify_cq(qb.rcq, 0), 0);
+	ASSERT_EQ(post_send(qa.qp, {.sges = {sa.sge()}, .wr_id = 2, .ah = ah_b,
+				   .remote_qpn = qb.qpn(), .remote_qkey = qkey}),
+		  0);
+	EXPECT_EQ(next_event(limit()), qb.rcq);
+	EXPECT_WC(poll1(qb.rcq), 1, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_TRUE(has_pattern(db.p + kGrhLen, 64, 4));
+
+	ASSERT_EQ(post_recv(qa.qp, da, 3), 0);
+	ASSERT_EQ(ibv_req_notify_cq(qb.scq, 0), 0);
+	ASSERT_EQ(post_send(qb.qp, {.sges = {sb.sge()}, .wr_id = 4, .ah = ah_a,
+				   .remote_qpn = qa.qpn(), .remote_qkey = qkey}),
+		  0);
+	EXPECT_EQ(next_event(limit()), qb.scq);
+	EXPECT_WC(poll1(qb.scq), 4, IBV_WC_SUCCESS, IBV_WC_SEND);
+	EXPECT_WC(poll1(qa.rcq), 3, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_EQ(ibv_destroy_ah(ah_a), 0);
+	EXPECT_EQ(ibv_destroy_ah(ah_b), 0);
+}
+
+// A QP on an SRQ raises its receive CQ's event like any other.
+TEST_F(Cq, SrqReceiveEvent)
+{
+	ibv_comp_channel *ch = make_channel();
+	ibv_srq_init_attr sa{};
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	ibv_srq *srq = ibv_create_srq(B().pd, &sa);
+	ASSERT_NE(srq, nullptr) << errstr(errno);
+	{
+		Qp qa(A()), qb(B(), {.channel = ch, .srq = srq});
+		connect(qa, qb);
+		Buf src(A().pd, 64), dst(B().pd, 64);
+		ibv_sge sge = dst.sge();
+		ibv_recv_wr wr{}, *bad = nullptr;
+		wr.wr_id = 5;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+		ASSERT_EQ(ibv_req_notify_cq(qb.rcq, 0), 0);
+		ASSERT_EQ(post_send(qa.qp, {.sges = {src.sge()}, .wr_id = 6}), 0);
+		EXPECT_EQ(next_event(limit()), qb.rcq);
+		EXPECT_WC(poll1(qb.rcq), 5, IBV_WC_SUCCESS, IBV_WC_RECV);
+		EXPECT_TRUE(poll_ok(qa.scq, 1, 6));
+	}
+	EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 TEST_F(Cq, SolicitedOnly)
 {
 	ibv_comp_channel *ch = make_channel();
