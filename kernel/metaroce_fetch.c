@@ -158,10 +158,6 @@ bad_op:
 }
 
 /*
- * Copies and checks receive WQE @index into its slot. A bad SGE leaves
- * ->status set; the message that lands there completes in error.
- */
-/*
  * On an SRQ: moves WQEs from it into the QP's private ring until @need
  * are there (fewer if it runs dry). The caller holds the responder lock;
  * a QP that has failed takes nothing, so the flush, which takes that lock
@@ -179,6 +175,10 @@ void soft_srq_fetch(struct metaroce_soft_qp *sqp, u32 need)
 		;
 }
 
+/*
+ * Copies and checks receive WQE @index into its slot. A bad SGE leaves
+ * ->status set; the message that lands there completes in error.
+ */
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index)
 {
 	struct metaroce_qp *qp = sqp->qp;

@@ -113,8 +113,11 @@ void Receiver::handle_data(const Packet& packet, TimeUs now) {
 
 Receiver::Refusal Receiver::place_write(const Packet& packet) {
     const Deth& d = packet.deth();
-    if (memory_.check(d.key, d.addr, packet.payload.size(), access::kRemoteWrite) !=
-        AccessResult::Ok) {
+    // A zero-length WRITE names no memory: its key and address are not checked (IBA C9-88).
+    const bool empty = packet.payload.empty();
+    if (!empty &&
+        memory_.check(d.key, d.addr, packet.payload.size(), access::kRemoteWrite) !=
+            AccessResult::Ok) {
         return Refusal::RemoteAccess;
     }
     // A WRITE with immediate needs its receive WQE when its last packet arrives (it completes
@@ -124,7 +127,7 @@ Receiver::Refusal Receiver::place_write(const Packet& packet) {
         if (index < 0) return Refusal::InvalidRequest;
         if (static_cast<std::size_t>(index) >= wqes_.size()) return Refusal::Rnr;
     }
-    memory_.write(d.key, d.addr, packet.payload, access::kRemoteWrite);
+    if (!empty) memory_.write(d.key, d.addr, packet.payload, access::kRemoteWrite);
     return Refusal::None;
 }
 

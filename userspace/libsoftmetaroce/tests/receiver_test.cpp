@@ -184,6 +184,26 @@ TEST_F(ReceiverTest, BeyondWindowIsDroppedAndCounted) {
     EXPECT_FALSE(rx->window().received(357));
 }
 
+// protocol.md section 6: a zero-length WRITE (UCX's flush) is accepted whatever its key and
+// address; with immediate it completes a receive.
+TEST_F(ReceiverTest, ZeroLengthWriteNeedsNoKey) {
+    ASSERT_TRUE(rx->post_recv(wqe(7, 0, 100)));
+    deliver(data_packet(Opcode::Write, 100, kFirst | kLast | kAckReq, Deth{0, 0, 0, 0, 0}, {}));
+    deliver(data_packet(Opcode::Write, 101, kFirst | kLast | kAckReq | kImm,
+                        Deth{0, 0, 0, 0, 0x1234}, {}));
+    const auto a = acks();
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a.back().ack().syndrome, Syndrome::Ack);
+    EXPECT_EQ(a.back().ack().cum_psn, 102u);
+    EXPECT_FALSE(rx->in_error());
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 7u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::RecvRdmaWithImm);
+    EXPECT_EQ(done[0].byte_len, 0u);
+}
+
 TEST_F(ReceiverTest, WriteWithBadKeyBoundsOrRightsIsNakedAndErrorsTheQp) {
     struct Case {
         std::uint32_t key;
