@@ -505,6 +505,57 @@ void send_msn_selects_wqe(Env& env) {
     c.expect_ack(psn_add(r, 3));
 }
 
+// Two connections share an SRQ of 8 WQEs. A SEND on the first claiming MSN 7 at its first PSN
+// cannot be genuine (messages 0 to 6 would each need a PSN before it): taking WQEs for it
+// would hand all eight to that connection and leave the other with none (RNR). It is dropped
+// and counted (rx_bad_peer); the other connection's 8 messages take the 8 WQEs.
+void srq_message_ahead_of_its_psn(Env& env) {
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 8;
+    sa.attr.max_sge = 1;
+    ibv_srq* srq = ibv_create_srq(env.dev().pd(), &sa);
+    if (srq == nullptr && errno == EOPNOTSUPP) throw CaseSkip("the DUT has no SRQ");
+    expect(srq != nullptr, format("ibv_create_srq: %s", std::strerror(errno)));
+    struct SrqGuard {
+        ibv_srq* srq;
+        ~SrqGuard() { ibv_destroy_srq(srq); }
+    } guard{srq};
+    ConnOptions o;
+    o.srq = srq;
+    Conn c1(env, o), c2(env, o);
+    for (std::uint32_t i = 0; i < 8; i++) {
+        ibv_sge sge{c1.local().addr() + i * 4096, 4096, c1.local().lkey()};
+        ibv_recv_wr wr{};
+        ibv_recv_wr* bad = nullptr;
+        wr.wr_id = i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        expect(ibv_post_srq_recv(srq, &wr, &bad) == 0, "ibv_post_srq_recv failed");
+    }
+    CounterCheck counters(env);
+    const Psn r1 = c1.rq_psn();
+    c1.expect_dropped(encode(c1.send_message(r1, 7, bytes_of(100, 40))[0]), r1);
+
+    const Psn r2 = c2.rq_psn();
+    for (std::uint32_t i = 0; i < 8; i++)
+        for (const Packet& p : c2.send_message(psn_add(r2, i), i, bytes_of(100, 50 + i)))
+            c2.send(p);
+    c2.expect_ack(psn_add(r2, 8));
+    for (std::uint32_t i = 0; i < 8; i++) {
+        const ibv_wc wc = c2.expect_recv_completion();
+        expect(wc.status == IBV_WC_SUCCESS && wc.wr_id == i && wc.byte_len == 100,
+               format("completion %u: wr_id %llu status %s len %u", i,
+                      static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status),
+                      wc.byte_len));
+        const auto want = bytes_of(100, 50 + i);
+        expect(std::memcmp(c1.local().data() + i * 4096, want.data(), want.size()) == 0,
+               format("message %u is not in WQE %u", i, i));
+    }
+    counters.expect_delta("rx_bad_peer", 1);
+    c1.expect_state(IBV_QPS_RTS);
+    c2.expect_state(IBV_QPS_RTS);
+}
+
 void send_with_immediate(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
@@ -969,6 +1020,10 @@ std::vector<Case> responder_cases() {
          "a READ_REQ behind a gap whose region is deregistered (and the buffer rewritten) before "
          "the gap fills: no READ response, REMOTE_ACCESS NAK at its PSN, QP error",
          read_after_dereg},
+        {"srq_message_ahead_of_its_psn",
+         "on an SRQ shared by two QPs, a SEND claiming a message further ahead than its PSN: "
+         "dropped, counted (rx_bad_peer), takes no WQE; the other QP's messages take them all",
+         srq_message_ahead_of_its_psn},
         {"recv_after_dereg",
          "a SEND's last packet after its receive buffer's region was deregistered: not placed, "
          "REMOTE_OPERATIONAL NAK, LOC_PROT_ERR completion, QP error",

@@ -177,7 +177,7 @@ void CounterCheck::expect_delta(const std::string& name, std::uint64_t want, boo
 
 Conn::Conn(Env& env, const ConnOptions& o) : env_(env), start_(std::chrono::steady_clock::now()) {
     env_.drain(5);
-    qp_ = std::make_unique<RcQp>(env.dev(), 256, 4);
+    qp_ = std::make_unique<RcQp>(env.dev(), 256, 4, o.srq);
     const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     mr_ = std::make_unique<MemoryRegion>(env.dev().pd(), kMrSize, rw);
     ro_ = std::make_unique<MemoryRegion>(env.dev().pd(), kSmallMrSize, IBV_ACCESS_REMOTE_READ);

@@ -128,6 +128,7 @@ struct ConnOptions {
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     bool to_rts = true;
     bool connect = true;  // false: leave the QP in RESET
+    ibv_srq* srq = nullptr;  // the DUT QP receives from it
 };
 
 // A DUT packet seen by the harness, with when it arrived and where from.

@@ -119,7 +119,8 @@ MemoryRegion::~MemoryRegion() {
     if (mr_ != nullptr) ibv_dereg_mr(mr_);
 }
 
-RcQp::RcQp(VerbsDevice& dev, std::uint32_t depth, std::uint32_t max_sge) : dev_(dev) {
+RcQp::RcQp(VerbsDevice& dev, std::uint32_t depth, std::uint32_t max_sge, ibv_srq* srq)
+    : dev_(dev) {
     scq_ = ibv_create_cq(dev.ctx(), static_cast<int>(depth), nullptr, nullptr, 0);
     rcq_ = ibv_create_cq(dev.ctx(), static_cast<int>(depth), nullptr, nullptr, 0);
     if (scq_ == nullptr || rcq_ == nullptr) {
@@ -135,6 +136,7 @@ RcQp::RcQp(VerbsDevice& dev, std::uint32_t depth, std::uint32_t max_sge) : dev_(
     init.cap.max_recv_wr = depth;
     init.cap.max_send_sge = max_sge;
     init.cap.max_recv_sge = max_sge;
+    init.srq = srq;
     qp_ = ibv_create_qp(dev.pd(), &init);
     if (qp_ == nullptr) {
         const int err = errno;

@@ -84,7 +84,9 @@ struct RcConnectParams {
 // An RC QP with its own send and receive CQs.
 class RcQp {
   public:
-    RcQp(VerbsDevice& dev, std::uint32_t depth = 256, std::uint32_t max_sge = 4);
+    // With `srq`, receives come from it (the QP has no receive queue).
+    RcQp(VerbsDevice& dev, std::uint32_t depth = 256, std::uint32_t max_sge = 4,
+         ibv_srq* srq = nullptr);
     ~RcQp();
     RcQp(const RcQp&) = delete;
     RcQp& operator=(const RcQp&) = delete;
