@@ -100,7 +100,11 @@ duo() {
 # it (FIGURE_VM, default 1: the client).
 figure() {
 	((VM_INDEX == ${FIGURE_VM:-1})) || return 0
-	[[ -n $3 ]] || { echo "no figure in the output"; return 1; }
+	if ! [[ $3 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+		echo "no figure in the output (got '$3')"
+		[[ $1 == mr0 ]] && return 1
+		return 0
+	fi
 	echo "figure: $*"
 	echo "$*" >>"$FIGURES"
 }
@@ -130,10 +134,12 @@ ucx_lists_transports() {
 }
 
 # ucx DEV TLS TEST SIZE ITERS [ARGS...]: ucx_perftest TEST with UCX_TLS=TLS
-# ("default": UCX's own choice) on DEV only.
+# ("default": UCX's own choice) on DEV only; its figure is labelled TLS, or
+# UCX_LABEL.
 ucx() {
-	local dev=$1 tls=$2 test=$3 size=$4 iters=$5 p env rc=0 final
+	local dev=$1 tls=$2 test=$3 size=$4 iters=$5 p env rc=0 final label
 	shift 5
+	label=${UCX_LABEL:-$tls}
 	p=$(port)
 	# A UD endpoint that hears nothing gives up after 10 s, not 30 (rxe).
 	env=(env UCX_NET_DEVICES="$dev:1" UCX_UD_TIMEOUT=10s)
@@ -145,13 +151,47 @@ ucx() {
 	((VM_INDEX == 1)) || return 0
 	final=$(awk '$1 == "Final:"' <<<"$DUO_OUT")
 	echo "$final"
+	# The "overall" columns: over the whole run (an "average" is over the
+	# last report interval, and -nan when no iteration ended in it).
 	if [[ $test == *lat ]]; then
-		figure "$dev" "ucx_perftest $test $size B ($tls)" \
-			"$(awk '{ print $4 }' <<<"$final")" us
+		figure "$dev" "ucx_perftest $test $size B ($label)" \
+			"$(awk '{ print $5 }' <<<"$final")" us
 	else
-		figure "$dev" "ucx_perftest $test $size B ($tls)" \
-			"$(awk '{ print $6 }' <<<"$final")" MB/s
+		figure "$dev" "ucx_perftest $test $size B ($label)" \
+			"$(awk '{ print $7 }' <<<"$final")" MB/s
 	fi
+}
+
+# lossy DEV CMD...: CMD with netem dropping 1% of the packets each VM
+# sends on DEV's link, so both directions lose 1%.
+lossy() {
+	local ifc rc=0
+	ifc=$(vm_link_if "$(dev_link "$1")")
+	shift
+	tc qdisc replace dev "$ifc" root netem loss 1%
+	# In a subshell: a skip (tap_skip exits) must not leave the loss on.
+	("$@") || rc=$?
+	tc qdisc del dev "$ifc" root
+	return "$rc"
+}
+
+# ucx_lossy DEV TLS TEST SIZE ITERS [ARGS...]: ucx with 1% loss each way,
+# and the share of the lossless run's figure it kept.
+ucx_lossy() {
+	local dev=$1 tls=$2 test=$3 size=$4
+	UCX_LABEL="$tls, 1% loss" lossy "$dev" ucx "$@"
+	kept "$dev" "ucx_perftest $test $size B ($tls)" \
+		"ucx_perftest $test $size B ($tls, 1% loss)"
+}
+
+# kept DEV LOSSLESS LOSSY: the share of figure LOSSLESS that LOSSY kept.
+kept() {
+	((VM_INDEX == 1)) || return 0
+	local a b
+	a=$(awk -v d="$1" -v t="$2" '$1 == d && index($0, t) == length(d) + 2 { print $(NF - 1) }' "$FIGURES")
+	b=$(awk -v d="$1" -v t="$3" '$1 == d && index($0, t) == length(d) + 2 { print $(NF - 1) }' "$FIGURES")
+	[[ -n $a && -n $b ]] || return 0
+	figure "$1" "$3, kept" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", 100 * b / a }')" %
 }
 
 srq_pingpong() {
@@ -254,7 +294,7 @@ figures_table() {
 			    ((k, "rxe0") in v ? v[k, "rxe0"] : "fails") } }' "$FIGURES"
 }
 
-tap_plan $((1 + 12 * ${#DEVS[@]} + 1))
+tap_plan $((1 + 15 * ${#DEVS[@]} + 1))
 run_test "setup: mr0 on link 0, rxe0 on link 1" setup
 for dev in "${DEVS[@]}"; do
 	run_test "$dev: ucx_info -d lists rc_verbs and ud_verbs" ucx_lists_transports "$dev"
@@ -265,6 +305,13 @@ for dev in "${DEVS[@]}"; do
 	run_test "$dev: ucx_perftest tag_lat 8 B over rc" ucx "$dev" rc tag_lat 8 1000
 	run_test "$dev: ucx_perftest am_lat 8 B, UCT rc_verbs" \
 		ucx "$dev" rc_verbs am_lat 8 1000 -x rc_verbs -d "$dev:1"
+	run_test "$dev: ucx_perftest put_bw 64 KiB, UCT rc_verbs" \
+		ucx "$dev" rc_verbs put_bw 65536 500 -x rc_verbs -d "$dev:1" -D zcopy
+	run_test "$dev: ucx_perftest put_bw 64 KiB, UCT rc_verbs, 1% loss each way" \
+		ucx_lossy "$dev" rc_verbs put_bw 65536 200 -x rc_verbs -d "$dev:1" \
+		-D zcopy
+	run_test "$dev: ucx_perftest tag_bw 64 KiB over rc, 1% loss each way" \
+		ucx_lossy "$dev" rc tag_bw 65536 200
 	run_test "$dev: ucx_perftest tag_bw 4 KiB over ud_verbs" \
 		ucx "$dev" ud_verbs tag_bw 4096 500
 	run_test "$dev: ucx_perftest tag_bw 64 KiB, UCX's default transports" \
