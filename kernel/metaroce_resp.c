@@ -512,8 +512,16 @@ static void rx_duplicate(struct metaroce_soft_qp *sqp,
 		verdict = rx_read_req(sqp, pkt, &npkts, true);
 		if (verdict != RX_PLACED)
 			return;
-		if (npkts > behind)
+		/*
+		 * A re-read longer than what is behind cum moves cum: the
+		 * messages it passes complete now, or msn_done would lag
+		 * (and a QP on an SRQ would take the next message for an
+		 * implausible one).
+		 */
+		if (npkts > behind) {
 			mark_received(resp, resp->cum, npkts - behind);
+			complete_messages(sqp);
+		}
 	}
 	resp->ack_due = true;
 }
