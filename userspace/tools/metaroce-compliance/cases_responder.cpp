@@ -454,6 +454,35 @@ void reread_marks_new_psns(Env& env) {
     c.probe(psn_add(r, 4), psn_add(r, 5));
 }
 
+// As reread_marks_new_psns, with a SEND already arrived behind the lost part (at r + 4): the
+// re-read moves cum_psn past it, and the SEND completes then, not when some later packet comes
+// (on an SRQ, the next message would have been dropped as too far ahead of cum_psn for good).
+void reread_completes_messages_it_passes(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    const std::uint32_t mtu = c.mtu();
+    c.post_recv(1, 0, 4096);
+    c.send(c.read_request(r, c.mr().addr() + 0x8000, c.mr().rkey(), 2 * mtu, 0, 0));
+    c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_add(r, 2);
+        },
+        2000);
+    const auto data = bytes_of(100, 60);
+    for (const Packet& p : c.send_message(psn_add(r, 4), 0, data)) c.send(p);
+    c.collect(100);
+    expect(!c.poll_recv(100).has_value(), "the SEND completed with PSNs before it missing");
+    c.send(c.read_request(psn_next(r), c.mr().addr() + 0x8000 + mtu, c.mr().rkey(), 3 * mtu, mtu,
+                          0, flag::kAckReq | flag::kRetx));
+    const ibv_wc wc = c.expect_recv_completion(500);
+    expect(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1 && wc.byte_len == 100,
+           format("receive completion: wr_id %llu status %s len %u",
+                  static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status),
+                  wc.byte_len));
+    expect(std::memcmp(c.local().data(), data.data(), data.size()) == 0, "SEND data differs");
+    c.probe(psn_add(r, 5), psn_add(r, 6));
+}
+
 void send_rnr_then_accepted(Env& env) {
     ConnOptions o;
     o.min_rnr_timer = 14;
@@ -1020,6 +1049,10 @@ std::vector<Case> responder_cases() {
          "a READ_REQ behind a gap whose region is deregistered (and the buffer rewritten) before "
          "the gap fills: no READ response, REMOTE_ACCESS NAK at its PSN, QP error",
          read_after_dereg},
+        {"reread_completes_messages_it_passes",
+         "a re-read that moves cum_psn past a SEND that had arrived behind the lost part: the "
+         "SEND completes then",
+         reread_completes_messages_it_passes},
         {"srq_message_ahead_of_its_psn",
          "on an SRQ shared by two QPs, a SEND claiming a message further ahead than its PSN: "
          "dropped, counted (rx_bad_peer), takes no WQE; the other QP's messages take them all",
