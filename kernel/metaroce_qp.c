@@ -77,9 +77,10 @@ static int create_rq(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 		return 0;
 	}
 	srq = to_msrq(init->srq);
+	/* Not mapped, but charged to the creator like every user ring. */
 	err = metaroce_queue_init(&qp->rq, init->qp_type == IB_QPT_RC ?
 				  METAROCE_SRQ_QP_SLOTS : 1,
-				  srq->queue.slot_size, false);
+				  srq->queue.slot_size, user);
 	if (err)
 		return err;
 	cap->max_recv_wr = 0;

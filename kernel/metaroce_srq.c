@@ -89,7 +89,7 @@ err_uncharge:
 	return err;
 }
 
-/* IB_SRQ_LIMIT arms the limit event; resizing (IB_SRQ_MAX_WR) is not offered. */
+/* IB_SRQ_LIMIT arms the limit event; IB_SRQ_MAX_WR (resizing) is refused. */
 int metaroce_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 			enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
@@ -97,7 +97,8 @@ int metaroce_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 
 	if (mask & ~IB_SRQ_LIMIT)
 		return -EOPNOTSUPP;
-	if (attr->srq_limit > srq->queue.num_slots)
+	/* As rxe: a limit must leave room for a WQE above it. */
+	if (attr->srq_limit >= srq->queue.num_slots)
 		return -EINVAL;
 	spin_lock_bh(&srq->lock);
 	srq->limit = attr->srq_limit;
@@ -153,7 +154,9 @@ int metaroce_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
  * Moves the oldest WQE of @srq into @dst, the private ring of the QP that
  * takes it, whose free slot the caller has checked. Returns false if the
  * SRQ is empty. Raises IB_EVENT_SRQ_LIMIT_REACHED, once per arming, when
- * fewer WQEs than the limit are left. Softirq context.
+ * fewer WQEs than the limit are left. Called with BHs off, under the
+ * taker's responder lock; the handlers (uverbs' and ULPs') take only
+ * irq-safe locks.
  */
 bool metaroce_srq_take(struct metaroce_srq *srq, struct metaroce_queue *dst)
 {
