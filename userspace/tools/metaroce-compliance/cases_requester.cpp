@@ -667,11 +667,21 @@ void requester_read_request_ack_is_progress(Env& env) {
 
 void requester_reread_response_lost_by_timeout_only(Env& env) {
     Conn c(env);
-    CounterCheck first_loss(env);
     const std::uint32_t n = kReadResponses;
     const std::uint32_t len = n * c.mtu();
-    const Psn s = c.sq_psn();
-    const Packet req = post_read_and_capture(c, len);
+    // First an RTT sample of 100 ms (a WRITE acknowledged late), so that the DUT's timer,
+    // 20 ms before any sample, cannot beat the count rule while the harness sends the 15
+    // responses below (under emulation it did, now and then).
+    post(c, IBV_WR_RDMA_WRITE, 9, 0, 100);
+    expect_request(c, c.sq_psn());
+    std::this_thread::sleep_for(std::chrono::milliseconds(env.ms(100)));
+    c.send(c.ack(psn_next(c.sq_psn())));
+    expect_wc(c.expect_send_completion(), 9, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+    CounterCheck first_loss(env);
+    const Psn s = psn_next(c.sq_psn());
+    std::memset(c.local().data() + kReadDst, 0xa5, len);
+    post(c, IBV_WR_RDMA_READ, 1, kReadDst, len, kRemote + 0x40000);
+    const Packet req = expect_request(c, s).packet;
     // Response 1 is missing behind 15 later ones: lost by count (the responses show that the
     // request arrived, with no ACK), re-read.
     for (std::uint32_t k = 0; k < n; ++k) {
