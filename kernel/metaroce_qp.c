@@ -46,12 +46,6 @@ static u32 send_wqe_size(const struct ib_qp_cap *cap)
 	return sizeof(struct metaroce_send_wqe) + body;
 }
 
-static u32 recv_wqe_size(const struct ib_qp_cap *cap)
-{
-	return sizeof(struct metaroce_recv_wqe) +
-	       max(cap->max_recv_sge, 1U) * sizeof(struct metaroce_sge);
-}
-
 /*
  * The receive ring. On an SRQ it is private: the QP moves the WQEs it
  * takes there, one per message in flight (RC) or one at a time (UD).
@@ -65,14 +59,13 @@ static int create_rq(struct metaroce_qp *qp, struct ib_qp_init_attr *init,
 
 	if (!init->srq) {
 		err = metaroce_queue_init(&qp->rq, max(cap->max_recv_wr, 1U),
-					  recv_wqe_size(cap), user);
+					  metaroce_recv_wqe_size(cap->max_recv_sge),
+					  user);
 		if (err)
 			return err;
 		cap->max_recv_wr = qp->rq.num_slots;
-		cap->max_recv_sge = min_t(u32, (qp->rq.slot_size -
-				     sizeof(struct metaroce_recv_wqe)) /
-				    sizeof(struct metaroce_sge),
-				    METAROCE_MAX_SGE);
+		cap->max_recv_sge = metaroce_recv_slot_sges(&qp->rq,
+							    METAROCE_MAX_SGE);
 		qp->max_recv_sge = cap->max_recv_sge;
 		return 0;
 	}

@@ -29,6 +29,21 @@ struct metaroce_queue {
 /* More than any queue has (METAROCE_MAX_CQE, METAROCE_MAX_QP_WR). */
 #define METAROCE_QUEUE_MAX_SLOTS	BIT(20)
 
+/* The slot a receive WQE of @max_sge SGEs needs (an RQ's or an SRQ's). */
+static inline u32 metaroce_recv_wqe_size(u32 max_sge)
+{
+	return sizeof(struct metaroce_recv_wqe) +
+	       max(max_sge, 1U) * sizeof(struct metaroce_sge);
+}
+
+/* The SGEs a receive slot of @q really holds, at most @limit. */
+static inline u32 metaroce_recv_slot_sges(const struct metaroce_queue *q,
+					  u32 limit)
+{
+	return min_t(u32, (q->slot_size - sizeof(struct metaroce_recv_wqe)) /
+			  sizeof(struct metaroce_sge), limit);
+}
+
 int metaroce_queue_init(struct metaroce_queue *q, u32 min_slots,
 			u32 min_slot_size, bool user);
 void metaroce_queue_cleanup(struct metaroce_queue *q);

@@ -14,12 +14,6 @@
 
 #include "metaroce_loc.h"
 
-static u32 srq_wqe_size(u32 max_sge)
-{
-	return sizeof(struct metaroce_recv_wqe) +
-	       max(max_sge, 1U) * sizeof(struct metaroce_sge);
-}
-
 static int check_srq_attr(const struct ib_srq_init_attr *init)
 {
 	const struct ib_srq_attr *attr = &init->attr;
@@ -58,12 +52,10 @@ int metaroce_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	spin_lock_init(&srq->lock);
 	spin_lock_init(&srq->post_lock);
 	err = metaroce_queue_init(&srq->queue, attr->max_wr,
-				  srq_wqe_size(attr->max_sge), !!udata);
+				  metaroce_recv_wqe_size(attr->max_sge), !!udata);
 	if (err)
 		goto err_uncharge;
-	srq->max_sge = min_t(u32, (srq->queue.slot_size -
-				   sizeof(struct metaroce_recv_wqe)) /
-				  sizeof(struct metaroce_sge), METAROCE_MAX_SGE);
+	srq->max_sge = metaroce_recv_slot_sges(&srq->queue, METAROCE_MAX_SGE);
 	srq->limit = attr->srq_limit;
 	/* Report what the ring really holds. */
 	attr->max_wr = srq->queue.num_slots;

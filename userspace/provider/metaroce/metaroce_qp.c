@@ -75,9 +75,8 @@ static int map_queues(struct metaroce_qp *qp, int cmd_fd,
 			return ret;
 		}
 		qp->rq.ring.index = qp->rq.ring.hdr->producer;
-		qp->rq.max_sge = min_u32(attr->cap.max_recv_sge,
-					 (qp->rq.ring.stride - recv_head) /
-						 sge);
+		qp->rq.max_sge = metaroce_ring_recv_sges(&qp->rq.ring,
+							 attr->cap.max_recv_sge);
 	}
 
 	qp->sq_caps.qp_type = attr->qp_type;

@@ -91,6 +91,16 @@ static inline void *metaroce_ring_slot(const struct metaroce_ring *ring,
 
 /* --- producer side (send and receive queues) --------------------------- */
 
+/* The SGEs a receive slot of @ring holds, at most @want. */
+static inline uint32_t metaroce_ring_recv_sges(const struct metaroce_ring *ring,
+					       uint32_t want)
+{
+	uint32_t fit = (ring->stride - sizeof(struct metaroce_recv_wqe)) /
+		       sizeof(struct metaroce_sge);
+
+	return want < fit ? want : fit;
+}
+
 /*
  * Free slots for a producer whose next entry is @index: the kernel
  * publishes its consumer index with a release store as it completes

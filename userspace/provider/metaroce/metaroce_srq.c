@@ -36,11 +36,8 @@ struct ibv_srq *metaroce_create_srq(struct ibv_pd *pd,
 	}
 	/* The producer index is ours; a new ring starts where it says. */
 	srq->rq.ring.index = srq->rq.ring.hdr->producer;
-	srq->rq.max_sge = attr->attr.max_sge;
-	if (srq->rq.max_sge > (srq->rq.ring.stride - recv_head) /
-			      sizeof(struct metaroce_sge))
-		srq->rq.max_sge = (srq->rq.ring.stride - recv_head) /
-				  sizeof(struct metaroce_sge);
+	srq->rq.max_sge = metaroce_ring_recv_sges(&srq->rq.ring,
+						  attr->attr.max_sge);
 
 	ret = pthread_spin_init(&srq->rq.lock, PTHREAD_PROCESS_PRIVATE);
 	if (ret)
