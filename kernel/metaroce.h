@@ -34,6 +34,8 @@
 /* rxm, libfabric's RDM layer, asks for 2^18 CQEs by default. */
 #define METAROCE_MAX_CQE	(BIT(20) - 1)
 #define METAROCE_MAX_MR		BIT(20)
+/* Pages of a fast-registration MR: 2 MiB in 4 KiB pages. */
+#define METAROCE_MAX_FR_PAGES	512
 #define METAROCE_MAX_PD		BIT(16)
 #define METAROCE_MAX_AH		BIT(16)
 #define METAROCE_MAX_SRQ	BIT(16)
@@ -126,12 +128,39 @@ struct metaroce_pd {
  * revokes the MR (->revoked), and from then on every access through it
  * fails, whoever holds it (see metaroce_mr_revoke()).
  */
+/*
+ * A fast-registration MR's translation (ib_alloc_mr()): ib_map_mr_sg()
+ * stages page addresses, IB_WR_REG_MR puts them in force with a key and
+ * rights, IB_WR_LOCAL_INV or a SEND with invalidate ends that.
+ */
+struct metaroce_frmr {
+	/*
+	 * The registration in force (these fields and the MR's key, access,
+	 * iova and length) against every access through it: one that holds
+	 * the lock sees the registration whole, and none outlives its end.
+	 */
+	spinlock_t lock;
+	bool valid;
+	u32 max_pages;
+	u32 nstaged;			/* staged by ib_map_mr_sg() */
+	u32 npages;			/* in force */
+	unsigned int page_shift;	/* of the registration in force */
+	u64 *staged;			/* kernel virtual page addresses */
+	u64 *pages;
+};
+
 struct metaroce_mr {
 	struct ib_mr ibmr;
 	struct metaroce_dev *mdev;
 	refcount_t ref;
 	struct work_struct release_work;
 	struct rcu_head rcu;
+	/*
+	 * What lookups match (lkey and rkey are the same). A fast-registration
+	 * MR's changes with each registration; its consumer changes the
+	 * ib_mr's before it posts one.
+	 */
+	u32 key;
 	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
 	bool is_dma;
 	bool revoked;			/* deregistered: no access at all */
@@ -143,6 +172,7 @@ struct metaroce_mr {
 	struct page **pages;		/* the pinned pages, in order */
 	unsigned long npages;
 	unsigned int page_offset;	/* of iova within pages[0] */
+	struct metaroce_frmr *fr;	/* fast registration; else NULL */
 };
 
 struct metaroce_cq {
@@ -302,6 +332,21 @@ metaroce_wqe_kernel_ah(const struct metaroce_send_wqe *wqe)
 
 	memcpy(&ah, wqe->reserved1, sizeof(ah));
 	return ah;
+}
+
+/* Kernel-owned send rings keep a REG_MR's new key and rights there too. */
+static inline void metaroce_wqe_set_kernel_reg(struct metaroce_send_wqe *wqe,
+					       u32 key, u32 access)
+{
+	wqe->reserved1[0] = key;
+	wqe->reserved1[1] = access;
+}
+
+static inline void metaroce_wqe_kernel_reg(const struct metaroce_send_wqe *wqe,
+					   u32 *key, u32 *access)
+{
+	*key = wqe->reserved1[0];
+	*access = wqe->reserved1[1];
 }
 
 static inline void metaroce_qp_put(struct metaroce_qp *qp)

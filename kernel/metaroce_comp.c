@@ -23,6 +23,10 @@ static u8 wc_opcode(u32 wr_opcode)
 		return IB_WC_RDMA_WRITE;
 	case IB_WR_RDMA_READ:
 		return IB_WC_RDMA_READ;
+	case IB_WR_REG_MR:
+		return IB_WC_REG_MR;
+	case IB_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
 	default:
 		return IB_WC_SEND;
 	}
@@ -301,7 +305,8 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 				req->send_index = qp->sq.own_index;
 			return;
 		}
-		if (!swqe->npkts || swqe->next_pkt < swqe->npkts ||
+		if (swqe->local ? !swqe->done :
+		    !swqe->npkts || swqe->next_pkt < swqe->npkts ||
 		    swqe->delivered < swqe->npkts)
 			break;
 		/* RNR retries are counted per message. */

@@ -242,6 +242,10 @@ static void cqe_to_wc(struct metaroce_cq *cq, const struct metaroce_cqe *cqe,
 		wc->ex.imm_data = cqe->imm_data;
 		wc->wc_flags |= IB_WC_WITH_IMM;
 	}
+	if (cqe->flags & METAROCE_CQE_WITH_INV) {
+		wc->ex.invalidate_rkey = cqe->invalidated_rkey;
+		wc->wc_flags |= IB_WC_WITH_INVALIDATE;
+	}
 	if (cqe->flags & METAROCE_CQE_GRH) {
 		wc->wc_flags |= IB_WC_GRH | IB_WC_WITH_SMAC |
 				IB_WC_WITH_NETWORK_HDR_TYPE;

@@ -24,7 +24,8 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->max_qp_wr = METAROCE_MAX_QP_WR;
 	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_PORT_ACTIVE_EVENT |
-				 IB_DEVICE_RC_RNR_NAK_GEN;
+				 IB_DEVICE_RC_RNR_NAK_GEN |
+				 IB_DEVICE_MEM_MGT_EXTENSIONS;
 	/* Lets "rdma link delete" unregister the device. */
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	attr->max_send_sge = METAROCE_MAX_SGE;
@@ -38,7 +39,7 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->atomic_cap = IB_ATOMIC_NONE;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
-	attr->max_fast_reg_page_list_len = 0;
+	attr->max_fast_reg_page_list_len = METAROCE_MAX_FR_PAGES;
 	/* max_qp, max_cq, max_mr, max_pd, max_ah: what creation enforces. */
 	metaroce_limits_init(mdev);
 }

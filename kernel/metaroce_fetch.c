@@ -42,6 +42,7 @@ static u8 wire_opcode(const struct metaroce_qp *qp, u32 wr_opcode)
 	switch (wr_opcode) {
 	case IB_WR_SEND:
 	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_SEND_WITH_INV:
 		return METAROCE_OP_SEND;
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
@@ -113,6 +114,14 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 	swqe->wqe = *src;
 	swqe->status = IB_WC_SUCCESS;
 
+	/* Only in-kernel users register memory through the SQ. */
+	if (swqe->wqe.opcode == IB_WR_REG_MR ||
+	    swqe->wqe.opcode == IB_WR_LOCAL_INV) {
+		if (qp->is_user)
+			goto bad_op;
+		swqe->local = true;
+		return 0;
+	}
 	swqe->wire_op = wire_opcode(qp, swqe->wqe.opcode);
 	if (!swqe->wire_op)
 		goto bad_op;
@@ -155,6 +164,37 @@ bad_len:
 bad_op:
 	swqe->status = IB_WC_LOC_QP_OP_ERR;
 	return -EINVAL;
+}
+
+/*
+ * Carries out a local operation (REG_MR, LOCAL_INV) of a kernel QP's SQ;
+ * a failure leaves its status, which fails the QP when it completes.
+ */
+void soft_local_op(struct metaroce_soft_qp *sqp, struct soft_swqe *swqe)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	const struct metaroce_send_wqe *wqe = &swqe->wqe;
+	struct metaroce_mr *mr;
+	u32 key, access = 0;
+	int err = -EINVAL;
+
+	if (wqe->opcode == IB_WR_REG_MR)
+		metaroce_wqe_kernel_reg(wqe, &key, &access);
+	else
+		key = wqe->invalidate_rkey;
+	mr = metaroce_frmr_get(qp->mdev, key);
+	if (mr) {
+		if (wqe->opcode == IB_WR_REG_MR)
+			err = metaroce_frmr_register(mr, qp->ibqp.pd, key,
+						     access);
+		else
+			err = metaroce_frmr_invalidate(mr, qp->ibqp.pd, key);
+		metaroce_mr_put(mr);
+	}
+	if (err)
+		swqe->status = wqe->opcode == IB_WR_REG_MR ? IB_WC_MW_BIND_ERR :
+							     IB_WC_LOC_PROT_ERR;
+	swqe->done = true;
 }
 
 /*
@@ -246,7 +286,7 @@ int soft_copy_from_sges(struct soft_swqe *swqe, u32 offset, void *buf,
 	     i++, in = 0) {
 		u32 chunk = min(len, swqe->sge[i].length - in);
 
-		err = metaroce_mr_copy_to_buf(swqe->mr[i],
+		err = metaroce_mr_copy_to_buf(swqe->mr[i], swqe->sge[i].lkey,
 					      swqe->sge[i].addr + in, buf,
 					      chunk);
 		if (err)
@@ -310,7 +350,8 @@ int soft_place_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 			return -EINVAL;
 		chunk = min(len, sge[i].length - in);
 
-		err = metaroce_mr_copy_from_skb(mr[i], sge[i].addr + in, skb,
+		err = metaroce_mr_copy_from_skb(mr[i], sge[i].lkey,
+						sge[i].addr + in, skb,
 						skb_offset, chunk);
 		if (err)
 			return err;
@@ -330,8 +371,8 @@ int soft_place_buf_in_sges(struct metaroce_sge *sge, struct metaroce_mr **mr,
 	for (i = sge_seek(sge, num_sge, offset, &in); len; i++, in = 0) {
 		u32 chunk = min(len, sge[i].length - in);
 
-		err = metaroce_mr_copy_from_buf(mr[i], sge[i].addr + in, buf,
-						chunk);
+		err = metaroce_mr_copy_from_buf(mr[i], sge[i].lkey,
+						sge[i].addr + in, buf, chunk);
 		if (err)
 			return err;
 		buf += chunk;

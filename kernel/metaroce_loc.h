@@ -61,13 +61,31 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key);
 void metaroce_mr_put(struct metaroce_mr *mr);
 bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
 			u64 addr, u64 len, int access);
-int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const struct sk_buff *skb, int skb_offset,
 			      u32 len);
-int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const void *buf, u32 len);
-int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			    void *buf, u32 len);
+bool metaroce_mr_key_same_mr(u32 a, u32 b);
+struct metaroce_mr *metaroce_mr_alloc(struct metaroce_dev *mdev, int access,
+				      gfp_t gfp);
+int metaroce_mr_publish(struct metaroce_mr *mr);
+
+/* metaroce_frmr.c: fast registration */
+struct ib_mr *metaroce_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+				u32 max_num_sg);
+int metaroce_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg,
+		       int sg_nents, unsigned int *sg_offset);
+void metaroce_frmr_free(struct metaroce_frmr *fr);
+struct metaroce_mr *metaroce_frmr_get(struct metaroce_dev *mdev, u32 key);
+int metaroce_frmr_register(struct metaroce_mr *mr, struct ib_pd *pd, u32 key,
+			   int access);
+int metaroce_frmr_invalidate(struct metaroce_mr *mr, struct ib_pd *pd,
+			     u32 key);
+bool metaroce_frmr_valid_with(struct metaroce_mr *mr, struct ib_pd *pd,
+			      u32 key);
 int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len);
 

@@ -21,17 +21,25 @@
 #include "metaroce_loc.h"
 
 /*
- * A key is a random number with the MR's index in the table in its low
- * bits; the index is itself taken at a random free place. Index 0 is never
- * used, so no key is 0 (the local DMA lkey); the indexes leave room for
- * every MR the device advertises.
+ * A key is a random number with the MR's index in the table in bits 8 and
+ * up; the index is itself taken at a random free place. The low 8 bits are
+ * the consumer's on a fast-registration MR (ib_update_fast_reg_key()).
+ * Index 0 is never used, so no key is 0 (the local DMA lkey); the indexes
+ * leave room for every MR the device advertises.
  */
+#define MR_KEY_SHIFT	8
 #define MR_INDEX_MASK	(2 * METAROCE_MAX_MR - 1)
 #define MR_INDEX_LIMIT	XA_LIMIT(1, MR_INDEX_MASK)
 
 static u32 mr_index(u32 key)
 {
-	return key & MR_INDEX_MASK;
+	return (key >> MR_KEY_SHIFT) & MR_INDEX_MASK;
+}
+
+/* Whether @a and @b are keys of the same MR, whatever their low 8 bits. */
+bool metaroce_mr_key_same_mr(u32 a, u32 b)
+{
+	return !((a ^ b) >> MR_KEY_SHIFT);
 }
 
 static void mr_release_work(struct work_struct *work)
@@ -41,6 +49,7 @@ static void mr_release_work(struct work_struct *work)
 
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
+	metaroce_frmr_free(mr->fr);
 	/* metaroce_mr_get() may still be looking at it, under RCU. */
 	kfree_rcu(mr, rcu);
 }
@@ -52,14 +61,19 @@ void metaroce_mr_put(struct metaroce_mr *mr)
 		queue_work(metaroce_wq, &mr->release_work);
 }
 
-/* Finds the MR with key @key and takes a reference, or returns NULL. */
-struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
+/*
+ * Finds the MR whose key matches @key in the bits @mask selects and takes a
+ * reference, or returns NULL.
+ */
+static struct metaroce_mr *mr_find(struct metaroce_dev *mdev, u32 key,
+				   u32 mask)
 {
 	struct metaroce_mr *mr;
 
 	rcu_read_lock();
 	mr = xa_load(&mdev->mrs, mr_index(key));
-	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->ref)))
+	if (mr && (((READ_ONCE(mr->key) ^ key) & mask) ||
+		   !refcount_inc_not_zero(&mr->ref)))
 		mr = NULL;
 	rcu_read_unlock();
 	if (mr)
@@ -68,38 +82,90 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
 	return mr;
 }
 
+/* Finds the MR with key @key and takes a reference, or returns NULL. */
+struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key)
+{
+	return mr_find(mdev, key, ~0U);
+}
+
 /*
- * Starts an access to @mr's memory: false if it was revoked. Either way the
- * caller ends with rcu_read_unlock(), without sleeping in between. Callers
- * return before this for zero bytes: a zero-length SGE holds no MR.
+ * Finds the fast-registration MR that @key, whatever its consumer-owned
+ * low 8 bits, is a key of, and takes a reference; NULL if there is none.
  */
-static bool mr_access_begin(const struct metaroce_mr *mr)
-	__acquires(RCU)
+struct metaroce_mr *metaroce_frmr_get(struct metaroce_dev *mdev, u32 key)
+{
+	struct metaroce_mr *mr = mr_find(mdev, key, ~0U << MR_KEY_SHIFT);
+
+	if (mr && !mr->fr) {
+		metaroce_mr_put(mr);
+		return NULL;
+	}
+	return mr;
+}
+
+static bool mr_covers(const struct metaroce_mr *mr, u64 addr, u64 len)
+{
+	return addr >= mr->iova && len <= mr->length &&
+	       addr - mr->iova <= mr->length - len;
+}
+
+/*
+ * Starts an access to [@addr, @addr + @len) of @mr by a holder that found
+ * it with @key: false if it was revoked, or, on a fast-registration MR, if
+ * the registration @key named has ended or no longer covers the range.
+ * Either way the caller ends with mr_access_end(), without sleeping in
+ * between. Callers return before this for zero bytes: a zero-length SGE
+ * holds no MR.
+ */
+static bool mr_access_begin(const struct metaroce_mr *mr, u32 key, u64 addr,
+			    u32 len, unsigned long *flags)
 {
 	rcu_read_lock();
-	return !metaroce_mr_revoked(mr);
+	if (!mr->fr)
+		return !metaroce_mr_revoked(mr);
+	spin_lock_irqsave(&mr->fr->lock, *flags);
+	return !metaroce_mr_revoked(mr) && mr->fr->valid && mr->key == key &&
+	       mr_covers(mr, addr, len);
+}
+
+static void mr_access_end(const struct metaroce_mr *mr, unsigned long flags)
+{
+	if (mr->fr)
+		spin_unlock_irqrestore(&mr->fr->lock, flags);
+	rcu_read_unlock();
 }
 
 /*
  * Checks that [addr, addr + len) lies in @mr, that @mr belongs to @pd and
- * that it grants @access (IB_ACCESS_* bits; 0 for a local read).
+ * that it grants @access (IB_ACCESS_* bits; 0 for a local read). On a
+ * fast-registration MR this is a first look: each access checks again.
  */
 bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
 			u64 addr, u64 len, int access)
 {
 	if (mr->ibmr.pd != pd)
 		return false;
-	if ((mr->access & access) != access)
+	if (mr->fr && !READ_ONCE(mr->fr->valid))
+		return false;
+	if ((READ_ONCE(mr->access) & access) != access)
 		return false;
 	if (mr->is_dma)
 		return true;
-	return addr >= mr->iova && len <= mr->length &&
-	       addr - mr->iova <= mr->length - len;
+	return mr_covers(mr, addr, len);
 }
 
-/* The page that holds byte @addr of @mr, and the offset of it there. */
+static struct page *kernel_page(void *vaddr)
+{
+	return is_vmalloc_addr(vaddr) ? vmalloc_to_page(vaddr) :
+					virt_to_page(vaddr);
+}
+
+/*
+ * The page that holds byte @addr of @mr, the offset of it there, and how
+ * many bytes from there on are contiguous in the MR (*@room).
+ */
 static struct page *mr_page(const struct metaroce_mr *mr, u64 addr,
-			    unsigned int *offset)
+			    unsigned int *offset, u32 *room)
 {
 	void *vaddr;
 	u64 pos;
@@ -107,11 +173,24 @@ static struct page *mr_page(const struct metaroce_mr *mr, u64 addr,
 	if (mr->is_dma) {
 		vaddr = (void *)(uintptr_t)addr;
 		*offset = offset_in_page(vaddr);
-		return is_vmalloc_addr(vaddr) ? vmalloc_to_page(vaddr) :
-						virt_to_page(vaddr);
+		*room = PAGE_SIZE - *offset;
+		return kernel_page(vaddr);
+	}
+	if (mr->fr) {
+		/* Registered pages are kernel virtual addresses (virt DMA). */
+		u64 mask = BIT_ULL(mr->fr->page_shift) - 1;
+
+		pos = addr - mr->iova + (mr->iova & mask);
+		vaddr = (void *)(uintptr_t)(mr->fr->pages[pos >>
+							  mr->fr->page_shift] +
+					    (pos & mask));
+		*offset = offset_in_page(vaddr);
+		*room = min_t(u64, PAGE_SIZE - *offset, mask + 1 - (pos & mask));
+		return kernel_page(vaddr);
 	}
 	pos = addr - mr->iova + mr->page_offset;
 	*offset = pos & (PAGE_SIZE - 1);
+	*room = PAGE_SIZE - *offset;
 	return mr->pages[pos >> PAGE_SHIFT];
 }
 
@@ -125,24 +204,29 @@ struct mr_cursor {
 static bool mr_next_piece(struct mr_cursor *c, struct page **page,
 			  unsigned int *offset, u32 *chunk)
 {
+	u32 room;
+
 	if (!c->left)
 		return false;
-	*page = mr_page(c->mr, c->addr, offset);
-	*chunk = min_t(u32, c->left, PAGE_SIZE - *offset);
+	*page = mr_page(c->mr, c->addr, offset, &room);
+	*chunk = min(c->left, room);
 	c->addr += *chunk;
 	c->left -= *chunk;
 	return true;
 }
 
 /*
- * Copies @len bytes at @skb_offset of @skb to @addr in @mr (checked).
- * -EACCES if @mr was revoked.
+ * The copies below move @len bytes between @addr in @mr, which their caller
+ * found with @key and checked, and a packet or a buffer. -EACCES if @mr was
+ * revoked or its registration ended (mr_access_begin()).
  */
-int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
+
+int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const struct sk_buff *skb, int skb_offset,
 			      u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
+	unsigned long flags = 0;
 	unsigned int offset;
 	struct page *page;
 	int err = 0;
@@ -150,8 +234,8 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr)) {
-		rcu_read_unlock();
+	if (!mr_access_begin(mr, key, addr, len, &flags)) {
+		mr_access_end(mr, flags);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
@@ -163,53 +247,53 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u64 addr,
 			break;
 		skb_offset += chunk;
 	}
-	rcu_read_unlock();
+	mr_access_end(mr, flags);
 	return err;
 }
 
-/* Copies @len bytes of @buf to @addr in @mr (checked); -EACCES if revoked. */
-int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
+	unsigned long flags = 0;
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr)) {
-		rcu_read_unlock();
+	if (!mr_access_begin(mr, key, addr, len, &flags)) {
+		mr_access_end(mr, flags);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_to_page(page, offset, buf, chunk);
 		buf += chunk;
 	}
-	rcu_read_unlock();
+	mr_access_end(mr, flags);
 	return 0;
 }
 
-/* Copies @len bytes at @addr of @mr into @buf (checked); -EACCES if revoked. */
-int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
+int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			    void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
+	unsigned long flags = 0;
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr)) {
-		rcu_read_unlock();
+	if (!mr_access_begin(mr, key, addr, len, &flags)) {
+		mr_access_end(mr, flags);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_from_page(buf, page, offset, chunk);
 		buf += chunk;
 	}
-	rcu_read_unlock();
+	mr_access_end(mr, flags);
 	return 0;
 }
 
@@ -223,12 +307,15 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u64 addr,
  * (whatever would write them in place copies them first) and makes
  * deregistration wait until the packet is gone. Only the application's own
  * sends attach; a READ response, which the peer can ask for at any time
- * and as often as it likes, is copied.
+ * and as often as it likes, is copied. So is a fast-registration MR's
+ * memory: its registration may end in softirq, where nothing can wait for
+ * packets to leave (-EOPNOTSUPP).
  */
 int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
+	unsigned long flags = 0;
 	unsigned int offset;
 	struct page *page;
 	int err = 0;
@@ -236,8 +323,10 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr)) {
-		rcu_read_unlock();
+	if (mr->fr)
+		return -EOPNOTSUPP;
+	if (!mr_access_begin(mr, 0, addr, len, &flags)) {
+		mr_access_end(mr, flags);
 		return -EACCES;
 	}
 	err = metaroce_zc_track(skb, mr);
@@ -254,13 +343,13 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 		skb->data_len += chunk;
 		skb->truesize += chunk;
 	}
-	rcu_read_unlock();
+	mr_access_end(mr, flags);
 	return err;
 }
 
 /* @gfp: GFP_KERNEL_ACCOUNT for a user's MR (its memory cgroup pays). */
-static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access,
-				    gfp_t gfp)
+struct metaroce_mr *metaroce_mr_alloc(struct metaroce_dev *mdev, int access,
+				      gfp_t gfp)
 {
 	struct metaroce_mr *mr;
 
@@ -279,7 +368,7 @@ static struct metaroce_mr *mr_alloc(struct metaroce_dev *mdev, int access,
 }
 
 /* Gives @mr its key and makes it findable. */
-static int mr_publish(struct metaroce_mr *mr)
+int metaroce_mr_publish(struct metaroce_mr *mr)
 {
 	struct metaroce_dev *mdev = mr->mdev;
 	u32 index, next;
@@ -291,8 +380,10 @@ static int mr_publish(struct metaroce_mr *mr)
 			      &next, GFP_KERNEL);
 	if (err < 0)
 		return err;
-	mr->ibmr.lkey = (get_random_u32() & ~MR_INDEX_MASK) | index;
-	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->key = (get_random_u32() & ~(MR_INDEX_MASK << MR_KEY_SHIFT)) |
+		  index << MR_KEY_SHIFT;
+	mr->ibmr.lkey = mr->key;
+	mr->ibmr.rkey = mr->key;
 	xa_store(&mdev->mrs, index, mr, GFP_KERNEL);
 	return 0;
 }
@@ -300,14 +391,14 @@ static int mr_publish(struct metaroce_mr *mr)
 struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access)
 {
 	struct metaroce_dev *mdev = to_mdev(ibpd->device);
-	struct metaroce_mr *mr = mr_alloc(mdev, access, GFP_KERNEL);
+	struct metaroce_mr *mr = metaroce_mr_alloc(mdev, access, GFP_KERNEL);
 	int err;
 
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->is_dma = true;
 	mr->length = U64_MAX;
-	err = mr_publish(mr);
+	err = metaroce_mr_publish(mr);
 	if (err) {
 		kfree(mr);
 		metaroce_obj_uncharge(mdev, METAROCE_OBJ_MR);
@@ -347,7 +438,7 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (length > METAROCE_MAX_MR_SIZE)
 		return ERR_PTR(-EINVAL);
 
-	mr = mr_alloc(mdev, access, GFP_KERNEL_ACCOUNT);
+	mr = metaroce_mr_alloc(mdev, access, GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->iova = iova;
@@ -362,7 +453,7 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	err = mr_pin_pages(mr);
 	if (err)
 		goto err_free;
-	err = mr_publish(mr);
+	err = metaroce_mr_publish(mr);
 	if (err)
 		goto err_free;
 	return &mr->ibmr;
@@ -409,7 +500,7 @@ int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	 * last of them frees the MR, after a grace period), but revoked, they
 	 * can no longer reach its memory.
 	 */
-	xa_erase(&mr->mdev->mrs, mr_index(ibmr->lkey));
+	xa_erase(&mr->mdev->mrs, mr_index(mr->key));
 	metaroce_mr_revoke(mr);
 	metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
 	metaroce_mr_put(mr);

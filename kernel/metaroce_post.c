@@ -23,6 +23,9 @@ static int wr_opcode_ok(const struct metaroce_qp *qp, enum ib_wr_opcode op)
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 	case IB_WR_RDMA_READ:
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_REG_MR:
+	case IB_WR_LOCAL_INV:
 		return qp->ibqp.qp_type == IB_QPT_RC;
 	default:
 		return false;
@@ -71,8 +74,18 @@ static int build_send_wqe(struct metaroce_qp *qp, const struct ib_send_wr *wr,
 	if (wr->opcode == IB_WR_SEND_WITH_IMM ||
 	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 		wqe->imm_data = wr->ex.imm_data;
+	if (wr->opcode == IB_WR_SEND_WITH_INV ||
+	    wr->opcode == IB_WR_LOCAL_INV)
+		wqe->invalidate_rkey = wr->ex.invalidate_rkey;
 
 	switch (wr->opcode) {
+	case IB_WR_REG_MR:
+		/* The MR is found by its new key, when the engine gets here. */
+		metaroce_wqe_set_kernel_reg(wqe, reg_wr(wr)->key,
+					    reg_wr(wr)->access);
+		return 0;
+	case IB_WR_LOCAL_INV:
+		return 0;
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 	case IB_WR_RDMA_READ:

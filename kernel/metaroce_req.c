@@ -188,7 +188,7 @@ static struct soft_swqe *current_swqe(struct metaroce_soft_qp *sqp)
 		req->fetch_index++;
 	}
 	swqe = &req->swqes[sq_slot(qp, req->send_index)];
-	if (!swqe->next_pkt && !swqe->npkts) {
+	if (!swqe->local && !swqe->next_pkt && !swqe->npkts) {
 		/* First packet: give the message its PSNs. */
 		swqe->first_psn = req->psn_next;
 		swqe->npkts = soft_npkts(swqe->length, qp->mtu);
@@ -277,6 +277,8 @@ static u8 data_flags(const struct soft_swqe *swqe, u32 k)
 		if (swqe->wqe.opcode == IB_WR_SEND_WITH_IMM ||
 		    swqe->wqe.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 			flags |= METAROCE_F_IMM;
+		if (swqe->wqe.opcode == IB_WR_SEND_WITH_INV)
+			flags |= METAROCE_F_INV;
 		/* Only a message that consumes a receive can be solicited. */
 		if ((swqe->wqe.flags & METAROCE_WQE_SOLICITED) &&
 		    (swqe->wire_op == METAROCE_OP_SEND ||
@@ -363,6 +365,27 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	u32 k, n, i;
 	int path;
 
+	/*
+	 * Local operations take effect in SQ order: when every WQE before
+	 * them is out (and, fenced, every READ before them is in), before any
+	 * WQE after them is taken from the ring.
+	 */
+	while (swqe && swqe->local) {
+		/* One that failed stops the SQ; completing it fails the QP. */
+		if (swqe->done)
+			return false;
+		if ((swqe->wqe.flags & METAROCE_WQE_FENCE) &&
+		    read_in_flight(qp, req))
+			return false;
+		soft_local_op(sqp, swqe);
+		if (swqe->status == IB_WC_SUCCESS)
+			req->send_index++;
+		soft_comp_complete(sqp);
+		if (swqe->status != IB_WC_SUCCESS)
+			return false;
+		swqe = current_swqe(sqp);
+		slot = sq_slot(qp, req->send_index);
+	}
 	if (!swqe)
 		return false;
 	if (!swqe->next_pkt && (swqe->wqe.flags & METAROCE_WQE_FENCE) &&
@@ -444,7 +467,12 @@ static void fill_deth(struct metaroce_deth *deth,
 	}
 	deth->msn = cpu_to_be32(swqe->msn);
 	deth->msg_len = cpu_to_be32(swqe->length);
-	deth->imm = (flags & METAROCE_F_IMM) ? swqe->wqe.imm_data : 0;
+	if (flags & METAROCE_F_IMM)
+		deth->imm = swqe->wqe.imm_data;
+	else if (flags & METAROCE_F_INV)
+		deth->imm = cpu_to_be32(swqe->wqe.invalidate_rkey);
+	else
+		deth->imm = 0;
 }
 
 static void fill_rreq(struct metaroce_rreq *rreq, const struct tx_plan *plan)

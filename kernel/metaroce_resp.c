@@ -127,9 +127,41 @@ static void retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
 
 	bool solicited = rwqe->solicited;
 
+	if (rwqe->with_inv) {
+		cqe.invalidated_rkey = rwqe->inv_rkey;
+		cqe.flags |= METAROCE_CQE_WITH_INV;
+	}
 	soft_release_rwqe(rwqe);
 	metaroce_queue_consume(&qp->rq, 1);
 	metaroce_cq_post(qp->rcq, &cqe, solicited);
+}
+
+/*
+ * A SEND with invalidate completes: ends the registration it names, once
+ * (protocol.md section 6). One the consumer ended meanwhile stays ended.
+ */
+static void invalidate_for(struct metaroce_qp *qp, u32 key)
+{
+	struct metaroce_mr *mr = metaroce_mr_get(qp->mdev, key);
+
+	if (!mr)
+		return;
+	if (mr->fr)
+		metaroce_frmr_invalidate(mr, qp->ibqp.pd, key);
+	metaroce_mr_put(mr);
+}
+
+/* Whether @key names a registration a SEND to @qp may invalidate. */
+static bool invalidation_allowed(struct metaroce_qp *qp, u32 key)
+{
+	struct metaroce_mr *mr = metaroce_mr_get(qp->mdev, key);
+	bool ok;
+
+	if (!mr)
+		return false;
+	ok = metaroce_frmr_valid_with(mr, qp->ibqp.pd, key);
+	metaroce_mr_put(mr);
+	return ok;
 }
 
 /* Completes, in message order, every message whose PSNs have all arrived. */
@@ -146,6 +178,8 @@ static bool complete_messages(struct metaroce_soft_qp *sqp)
 		if (!rwqe->taken || !rwqe->seen ||
 		    soft_psn_diff(resp->cum, rwqe->last_psn) <= 0)
 			break;
+		if (rwqe->with_inv && rwqe->status == IB_WC_SUCCESS)
+			invalidate_for(qp, rwqe->inv_rkey);
 		retire_recv(qp, rwqe, rwqe->status);
 		resp->msn_done++;
 		any = true;
@@ -220,8 +254,9 @@ static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
 	ok = mr && qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
 	     metaroce_mr_allows(mr, qp->ibqp.pd, pkt->deth.addr,
 				pkt->payload_len, IB_ACCESS_REMOTE_WRITE) &&
-	     !metaroce_mr_copy_from_skb(mr, pkt->deth.addr, pkt->skb,
-					pkt->payload_offset, pkt->payload_len);
+	     !metaroce_mr_copy_from_skb(mr, pkt->deth.key, pkt->deth.addr,
+					pkt->skb, pkt->payload_offset,
+					pkt->payload_len);
 	if (mr)
 		metaroce_mr_put(mr);
 	if (!ok) {
@@ -267,11 +302,21 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 		rwqe->with_imm = true;
 		rwqe->imm = pkt->deth.imm;
 	}
+	if (pkt->flags & METAROCE_F_INV) {
+		rwqe->with_inv = true;
+		rwqe->inv_rkey = be32_to_cpu(pkt->deth.imm);
+		if (rwqe->status == IB_WC_SUCCESS &&
+		    !invalidation_allowed(qp, rwqe->inv_rkey))
+			rwqe->status = IB_WC_REM_INV_REQ_ERR;
+	}
 	if (pkt->flags & METAROCE_F_SOLICITED)
 		rwqe->solicited = true;
 	if (rwqe->status != IB_WC_SUCCESS) {
-		refuse(sqp, pkt, rwqe->status == IB_WC_LOC_LEN_ERR ?
-		       METAROCE_NAK_INVALID_REQ : METAROCE_NAK_REMOTE_OP);
+		bool invalid = rwqe->status == IB_WC_LOC_LEN_ERR ||
+			       rwqe->status == IB_WC_REM_INV_REQ_ERR;
+
+		refuse(sqp, pkt, invalid ? METAROCE_NAK_INVALID_REQ :
+					   METAROCE_NAK_REMOTE_OP);
 		return RX_REFUSED;
 	}
 	return RX_PLACED;
@@ -454,6 +499,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	else
 		r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];
 	r->mr = mr;
+	r->rkey = pkt->rreq.rkey;
 	r->va = pkt->rreq.va;
 	r->psn = pkt->psn;
 	r->len = pkt->rreq.len;
@@ -717,7 +763,7 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 
 		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
 				     len);
-		if (skb && metaroce_mr_copy_to_buf(r->mr, r->va + off,
+		if (skb && metaroce_mr_copy_to_buf(r->mr, r->rkey, r->va + off,
 						   skb_put(skb, len), len)) {
 			kfree_skb(skb);
 			refuse_revoked_read(sqp, psn);

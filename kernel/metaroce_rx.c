@@ -41,8 +41,12 @@ static bool flags_allowed(u8 opcode, u8 flags)
 {
 	switch (opcode) {
 	case METAROCE_OP_SEND:
+		/* INV: on the last packet, in place of immediate data. */
+		return !(flags & METAROCE_F_INV) ||
+		       (flags & (METAROCE_F_LAST | METAROCE_F_IMM)) ==
+		       METAROCE_F_LAST;
 	case METAROCE_OP_WRITE:
-		return true;
+		return !(flags & METAROCE_F_INV);
 	case METAROCE_OP_READ_REQ:
 		return !(flags & ~(METAROCE_F_ACK_REQ | METAROCE_F_RETX));
 	case METAROCE_OP_READ_RESP:
@@ -51,7 +55,8 @@ static bool flags_allowed(u8 opcode, u8 flags)
 	case METAROCE_OP_UD_SEND:
 		return (flags & (METAROCE_F_FIRST | METAROCE_F_LAST)) ==
 		       (METAROCE_F_FIRST | METAROCE_F_LAST) &&
-		       !(flags & (METAROCE_F_ACK_REQ | METAROCE_F_RETX));
+		       !(flags & (METAROCE_F_ACK_REQ | METAROCE_F_RETX |
+				  METAROCE_F_INV));
 	default:
 		return !flags;
 	}
@@ -82,8 +87,9 @@ static bool zero_fields_clear(const struct soft_pkt_info *pkt)
 	default:
 		return true;
 	}
-	/* Every data packet: no immediate data without IMM. */
-	return (pkt->flags & METAROCE_F_IMM) || !pkt->deth.imm;
+	/* Every data packet: no immediate data without IMM (or INV). */
+	return (pkt->flags & (METAROCE_F_IMM | METAROCE_F_INV)) ||
+	       !pkt->deth.imm;
 }
 
 /* IPv4 UDP may omit its checksum; MetaRoCE may not (protocol.md 1). */

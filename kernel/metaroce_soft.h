@@ -57,8 +57,9 @@ struct soft_swqe {
 	u32 msn;
 	u32 next_pkt;			/* packets (READ: asked for) so far */
 	u32 delivered;			/* packets acknowledged (READ: in) */
-	u8 wire_op;			/* METAROCE_OP_* */
+	u8 wire_op;			/* METAROCE_OP_*; 0 if local */
 	u8 status;			/* IB_WC_*, once failed */
+	bool local;			/* REG_MR, LOCAL_INV: no packets */
 	bool done;			/* nothing left to send or wait for */
 };
 
@@ -177,17 +178,20 @@ struct soft_rwqe {
 	bool taken;			/* copied from the ring */
 	bool seen;			/* a packet of its message arrived */
 	bool with_imm;
+	bool with_inv;			/* SEND with invalidate of inv_rkey */
 	bool solicited;
 	bool write_imm;			/* consumed by a WRITE with immediate */
 	u8 status;			/* IB_WC_SUCCESS or the error */
 	u32 last_psn;
 	u32 msg_len;
 	__be32 imm;
+	u32 inv_rkey;
 };
 
 /* A READ_REQ part the responder answers. */
 struct soft_read {
 	struct metaroce_mr *mr;		/* referenced */
+	u32 rkey;			/* that found it */
 	u64 va;				/* of the first byte of the part */
 	u32 psn;			/* of its first response packet */
 	u32 len;
@@ -335,6 +339,7 @@ void soft_qp_fail(struct metaroce_qp *qp);
 
 /* metaroce_fetch.c: taking WQEs from the rings */
 int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index);
+void soft_local_op(struct metaroce_soft_qp *sqp, struct soft_swqe *swqe);
 void soft_release_swqe(struct soft_swqe *swqe);
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_rwqe(struct soft_rwqe *rwqe);

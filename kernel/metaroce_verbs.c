@@ -130,6 +130,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 	.uverbs_abi_ver = METAROCE_UVERBS_ABI_VERSION,
 
 	.alloc_hw_port_stats = metaroce_alloc_hw_port_stats,
+	.alloc_mr = metaroce_alloc_mr,
 	.alloc_pd = metaroce_alloc_pd,
 	.alloc_ucontext = metaroce_alloc_ucontext,
 	.create_ah = metaroce_create_ah,
@@ -152,6 +153,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 	.get_hw_stats = metaroce_get_hw_stats,
 	.get_link_layer = metaroce_get_link_layer,
 	.get_port_immutable = metaroce_get_port_immutable,
+	.map_mr_sg = metaroce_map_mr_sg,
 	.mmap = metaroce_mmap,
 	.mmap_free = metaroce_mmap_free,
 	.modify_qp = metaroce_modify_qp,

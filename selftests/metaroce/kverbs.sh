@@ -1,7 +1,7 @@
 #!/bin/bash
 # In-kernel verbs: metaroce_ktest (selftests/metaroce/ktest) drives RC QPs
-# through ib_post_send/ib_post_recv (or ib_post_srq_recv: srq=1) and checks
-# every byte: between two devices in two network namespaces joined by veth,
+# through ib_post_send/ib_post_recv (or ib_post_srq_recv: srq=1), registers
+# memory by fast registration as storage protocols do, and checks every byte: between two devices in two network namespaces joined by veth,
 # and on one device talking to itself (loopback). One VM.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
@@ -41,6 +41,12 @@ test_srq() {
 	ktest dev_a=mr1 dev_b=mr2 srq=1
 }
 
+# The key of an invalidated registration reaches nothing.
+test_stale_key() {
+	ktest dev_a=mr1 dev_b=mr2 stale=1
+	ktest dev_a=mr1 dev_b=mr1 stale=1
+}
+
 test_teardown() {
 	rdma link delete mr1
 	rdma link delete mr2
@@ -48,10 +54,11 @@ test_teardown() {
 	metaroce_unload
 }
 
-tap_plan 5
+tap_plan 6
 run_test "setup: two namespaces, two devices" setup
 run_test "kernel ULP: SEND/WRITE/READ between namespaces" test_two_namespaces
 run_test "kernel ULP: SEND/WRITE/READ on one device (loopback)" test_loopback
 run_test "kernel ULP: receives from an SRQ (ib_post_srq_recv)" test_srq
+run_test "kernel ULP: a WRITE with an invalidated fast-registration key fails" test_stale_key
 run_test "teardown" test_teardown
 tap_finish

@@ -79,7 +79,10 @@ struct metaroce_send_wqe {
 	__u32		flags;
 	__u32		num_sge;
 	__u32		inline_len;
-	__be32		imm_data;
+	union {
+		__be32		imm_data;	/* *_WITH_IMM */
+		__u32		invalidate_rkey; /* SEND_WITH_INV, LOCAL_INV */
+	};
 	__u32		reserved0;
 	union {
 		struct {
@@ -109,6 +112,7 @@ struct metaroce_recv_wqe {
 /* metaroce_cqe.flags */
 #define METAROCE_CQE_WITH_IMM	0x01	/* imm_data is valid */
 #define METAROCE_CQE_GRH	0x02	/* a network header precedes the data */
+#define METAROCE_CQE_WITH_INV	0x04	/* invalidated_rkey is valid */
 
 /* metaroce_cqe.network_hdr_type: enum rdma_network_type values */
 #define METAROCE_NETWORK_IPV4	2	/* RDMA_NETWORK_IPV4 */
@@ -121,7 +125,10 @@ struct metaroce_cqe {
 	__u32		opcode;		/* enum ibv_wc_opcode */
 	__u32		vendor_err;
 	__u32		byte_len;
-	__be32		imm_data;
+	union {
+		__be32		imm_data;
+		__u32		invalidated_rkey;	/* METAROCE_CQE_WITH_INV */
+	};
 	__u32		qp_num;
 	__u32		src_qp;
 	__u32		flags;		/* METAROCE_CQE_* */

@@ -56,7 +56,13 @@ enum metaroce_opcode {
 #define METAROCE_F_SOLICITED	0x08	/* solicited event requested */
 #define METAROCE_F_ACK_REQ	0x10	/* receiver should ACK at once */
 #define METAROCE_F_RETX		0x20	/* retransmission */
-#define METAROCE_F_ALL		0x3f
+/*
+ * Last packet of a SEND with invalidate: deth.imm holds a key of the
+ * receiver's that it invalidates when the message completes. Never with
+ * METAROCE_F_IMM (protocol.md section 6).
+ */
+#define METAROCE_F_INV		0x40
+#define METAROCE_F_ALL		0x7f
 
 /* Base transport header, first in every packet: 24 bytes. */
 struct metaroce_bth {
@@ -87,7 +93,7 @@ struct metaroce_deth {
 	__be32	key;		/* WRITE: rkey. UD_SEND: Q_Key. Others: 0 */
 	__be32	msn;		/* message number in the stream */
 	__be32	msg_len;	/* length of the whole message in bytes */
-	__be32	imm;		/* immediate data when METAROCE_F_IMM */
+	__be32	imm;		/* immediate data (F_IMM), or the key (F_INV) */
 };
 
 /*

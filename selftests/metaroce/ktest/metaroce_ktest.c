@@ -4,9 +4,12 @@
  * device through ib_post_send()/ib_post_recv(). Loading the module connects
  * an RC QP on device @dev_a to one on @dev_b (the same name twice: a
  * loopback on one device), runs SEND, SEND with immediate, WRITE, WRITE
- * with immediate and READ with every byte checked, then a WRITE with a bad
- * rkey that must fail with a remote access error. With srq=1 both QPs
- * receive from a shared receive queue (ib_create_srq, ib_post_srq_recv).
+ * with immediate and READ with every byte checked, then fast registration
+ * as storage protocols use it (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR,
+ * IB_WR_LOCAL_INV, IB_WR_SEND_WITH_INV), then a WRITE with a bad rkey that
+ * must fail with a remote access error. With srq=1 both QPs receive from a
+ * shared receive queue (ib_create_srq, ib_post_srq_recv). With stale=1
+ * that last WRITE uses the key of an invalidated registration instead.
  * The load fails (-EIO) if any check fails; the log says which.
  *
  *   insmod metaroce_ktest.ko dev_a=mr0 dev_b=mr1 [srq=1]
@@ -17,6 +20,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/random.h>
+#include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 
@@ -29,9 +33,17 @@ static char *dev_b = "mr0";
 module_param(dev_b, charp, 0444);
 static bool srq;
 module_param(srq, bool, 0444);
+static bool stale;
+module_param(stale, bool, 0444);
 
 #define BUF_SIZE	(256 * 1024)
 #define POLL_MS		10000
+/*
+ * Fast registration on b: FR_LEN bytes at an odd offset of b's buffer,
+ * spanning pages, behind an MR only REG_MR gives a translation.
+ */
+#define FR_OFFSET	100
+#define FR_LEN		(5 * PAGE_SIZE + 1000)
 
 struct side {
 	struct ib_device *dev;
@@ -313,12 +325,17 @@ static int test_read(struct side *a, struct side *b, u32 len)
 	return err ?: check_bytes("read", a->buf, b->buf, len);
 }
 
-static int test_bad_rkey(struct side *a, struct side *b)
+/*
+ * A WRITE with a key b does not have (or, @stale_key, one whose
+ * registration ended) fails with a remote access error.
+ */
+static int test_bad_rkey(struct side *a, struct side *b, u32 stale_key)
 {
 	int status;
 
-	status = post_rdma(a, IB_WR_RDMA_WRITE, 4, 0, 64, (uintptr_t)b->buf,
-			   b->pd->unsafe_global_rkey ^ 0x55, 0);
+	status = post_rdma(a, IB_WR_RDMA_WRITE, 4, 0, 64,
+			   (uintptr_t)b->buf + FR_OFFSET,
+			   stale_key ?: b->pd->unsafe_global_rkey ^ 0x55, 0);
 	status = status ?: wait_wc(a, 4, NULL);
 	if (status != IB_WC_REM_ACCESS_ERR) {
 		pr_err("metaroce_ktest: bad rkey: status %d, expected %d\n",
@@ -328,9 +345,167 @@ static int test_bad_rkey(struct side *a, struct side *b)
 	return 0;
 }
 
+struct frwr {
+	struct ib_mr *mr;
+	struct scatterlist sg;
+	bool mapped;
+};
+
+static int frwr_setup(struct side *b, struct frwr *f)
+{
+	f->mr = ib_alloc_mr(b->pd, IB_MR_TYPE_MEM_REG, 16);
+	if (IS_ERR(f->mr))
+		return PTR_ERR(f->mr);
+	sg_init_one(&f->sg, b->buf + FR_OFFSET, FR_LEN);
+	if (ib_dma_map_sg(b->dev, &f->sg, 1, DMA_BIDIRECTIONAL) != 1)
+		return -ENOMEM;
+	f->mapped = true;
+	return 0;
+}
+
+static void frwr_teardown(struct side *b, struct frwr *f)
+{
+	if (f->mapped)
+		ib_dma_unmap_sg(b->dev, &f->sg, 1, DMA_BIDIRECTIONAL);
+	if (!IS_ERR_OR_NULL(f->mr))
+		ib_dereg_mr(f->mr);
+}
+
+/* Maps the buffer and registers it under the next key, as ULPs do. */
+static int frwr_register(struct side *b, struct frwr *f, u64 wr_id)
+{
+	struct ib_reg_wr wr = {
+		.wr = {
+			.wr_id = wr_id, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.mr = f->mr,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ,
+	};
+	struct ib_wc wc;
+	int n, err;
+
+	n = ib_map_mr_sg(f->mr, &f->sg, 1, NULL, PAGE_SIZE);
+	if (n != 1)
+		return n < 0 ? n : -EIO;
+	ib_update_fast_reg_key(f->mr, ib_inc_rkey(f->mr->rkey));
+	wr.key = f->mr->rkey;
+	err = ib_post_send(b->qp, &wr.wr, NULL);
+	err = err ?: wait_wc(b, wr_id, &wc);
+	if (!err && wc.opcode != IB_WC_REG_MR)
+		err = -EIO;
+	return err;
+}
+
+/* a WRITEs the whole registration, then READs a piece across pages. */
+static int frwr_write_read(struct side *a, struct side *b, struct frwr *f)
+{
+	u32 piece = 2 * PAGE_SIZE, at = PAGE_SIZE - 50;
+	int err;
+
+	get_random_bytes(a->buf, FR_LEN);
+	memset(b->buf, 0, FR_OFFSET + FR_LEN + 64);
+	err = post_rdma(a, IB_WR_RDMA_WRITE, 10, 0, FR_LEN, f->mr->iova,
+			f->mr->rkey, 0);
+	err = err ?: wait_wc(a, 10, NULL);
+	err = err ?: check_bytes("frwr write", b->buf + FR_OFFSET, a->buf,
+				 FR_LEN);
+	if (err)
+		return err;
+	/* Nothing lands outside the registration. */
+	if (memchr_inv(b->buf, 0, FR_OFFSET) ||
+	    memchr_inv(b->buf + FR_OFFSET + FR_LEN, 0, 64)) {
+		pr_err("metaroce_ktest: frwr write: bytes outside the MR\n");
+		return -EIO;
+	}
+	get_random_bytes(b->buf + FR_OFFSET + at, piece);
+	memset(a->buf, 0, piece);
+	err = post_rdma(a, IB_WR_RDMA_READ, 11, 0, piece, f->mr->iova + at,
+			f->mr->rkey, 0);
+	err = err ?: wait_wc(a, 11, NULL);
+	return err ?: check_bytes("frwr read", a->buf, b->buf + FR_OFFSET + at,
+				  piece);
+}
+
+static int frwr_local_inv(struct side *b, struct frwr *f, u64 wr_id)
+{
+	struct ib_send_wr wr = {
+		.wr_id = wr_id, .opcode = IB_WR_LOCAL_INV,
+		.send_flags = IB_SEND_SIGNALED,
+		.ex.invalidate_rkey = f->mr->rkey,
+	};
+	struct ib_wc wc;
+	int err;
+
+	err = ib_post_send(b->qp, &wr, NULL);
+	err = err ?: wait_wc(b, wr_id, &wc);
+	if (!err && wc.opcode != IB_WC_LOCAL_INV)
+		err = -EIO;
+	return err;
+}
+
+/* a SENDs with invalidate of b's registration; b's receive reports it. */
+static int frwr_send_inv(struct side *a, struct side *b, struct frwr *f)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)a->buf, .length = 32,
+		.lkey = a->pd->local_dma_lkey,
+	};
+	struct ib_send_wr wr = {
+		.wr_id = 12, .sg_list = &sge, .num_sge = 1,
+		.opcode = IB_WR_SEND_WITH_INV, .send_flags = IB_SEND_SIGNALED,
+		.ex.invalidate_rkey = f->mr->rkey,
+	};
+	struct ib_wc wc;
+	int err;
+
+	err = post_recv(b, 112, BUF_SIZE / 2, 64);
+	err = err ?: ib_post_send(a->qp, &wr, NULL);
+	err = err ?: wait_wc(a, 12, NULL);
+	err = err ?: wait_wc(b, 112, &wc);
+	if (err)
+		return err;
+	if (!(wc.wc_flags & IB_WC_WITH_INVALIDATE) ||
+	    wc.ex.invalidate_rkey != f->mr->rkey || wc.byte_len != 32) {
+		pr_err("metaroce_ktest: send with invalidate: flags %#x key %#x, expected %#x\n",
+		       wc.wc_flags, wc.ex.invalidate_rkey, f->mr->rkey);
+		return -EIO;
+	}
+	return 0;
+}
+
+/*
+ * Register, use, invalidate locally, register under the next key, use,
+ * invalidate remotely, register again (which only an invalidated MR
+ * allows), use. Returns the key of the last registration, invalidated, in
+ * *@stale_key.
+ */
+static int test_frwr(struct side *a, struct side *b, u32 *stale_key)
+{
+	struct frwr f = {};
+	int err;
+
+	err = frwr_setup(b, &f);
+	err = err ?: frwr_register(b, &f, 20);
+	err = err ?: frwr_write_read(a, b, &f);
+	err = err ?: frwr_local_inv(b, &f, 21);
+	err = err ?: frwr_register(b, &f, 22);
+	err = err ?: frwr_write_read(a, b, &f);
+	err = err ?: frwr_send_inv(a, b, &f);
+	err = err ?: frwr_register(b, &f, 23);
+	err = err ?: frwr_write_read(a, b, &f);
+	err = err ?: frwr_local_inv(b, &f, 24);
+	if (!err)
+		*stale_key = f.mr->rkey;
+	frwr_teardown(b, &f);
+	return err;
+}
+
 static int run_tests(struct side *a, struct side *b)
 {
 	static const u32 sizes[] = { 0, 1, 1000, 1024, 5000, 65536, BUF_SIZE };
+	u32 stale_key = 0;
 	int i, err;
 
 	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
@@ -348,7 +523,11 @@ static int run_tests(struct side *a, struct side *b)
 			return pr_err("metaroce_ktest: read %u failed: %d\n",
 				      sizes[i], err), err;
 	}
-	return test_bad_rkey(a, b);
+	err = test_frwr(a, b, &stale_key);
+	if (err)
+		return pr_err("metaroce_ktest: fast registration failed: %d\n",
+			      err), err;
+	return test_bad_rkey(a, b, stale ? stale_key : 0);
 }
 
 static int __init metaroce_ktest_init(void)

@@ -287,6 +287,15 @@ static void wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
 		wqe->imm_data = imm_data;
 }
 
+static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct metaroce_send_wqe *wqe;
+
+	wqe = wr_begin(qpx_to_mqp(qpx), IBV_WR_SEND_WITH_INV);
+	if (wqe)
+		wqe->invalidate_rkey = invalidate_rkey;
+}
+
 static void wr_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
 		    uint32_t rkey, uint64_t remote_addr, __be32 imm_data)
 {
@@ -408,6 +417,8 @@ void metaroce_qp_init_wr_api(struct metaroce_qp *qp, uint64_t send_ops)
 		qpx->wr_send = wr_send;
 	if (send_ops & IBV_QP_EX_WITH_SEND_WITH_IMM)
 		qpx->wr_send_imm = wr_send_imm;
+	if (send_ops & IBV_QP_EX_WITH_SEND_WITH_INV)
+		qpx->wr_send_inv = wr_send_inv;
 	if (send_ops & IBV_QP_EX_WITH_RDMA_WRITE)
 		qpx->wr_rdma_write = wr_rdma_write;
 	if (send_ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)

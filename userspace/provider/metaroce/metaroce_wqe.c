@@ -15,7 +15,7 @@
 /* IBV_WR_* values are the uverbs (and kernel) opcodes the WQE carries. */
 _Static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 &&
 		       IBV_WR_SEND == 2 && IBV_WR_SEND_WITH_IMM == 3 &&
-		       IBV_WR_RDMA_READ == 4,
+		       IBV_WR_RDMA_READ == 4 && IBV_WR_SEND_WITH_INV == 9,
 	       "IBV_WR_* differ from IB_UVERBS_WR_*");
 
 #define METAROCE_SUPPORTED_SEND_FLAGS                                          \
@@ -32,6 +32,8 @@ bool metaroce_send_opcode_ok(enum ibv_qp_type qp_type,
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	/* The peer invalidates; a user PD has nothing to invalidate locally. */
+	case IBV_WR_SEND_WITH_INV:
 		return qp_type == IBV_QPT_RC;
 	default:
 		return false;
@@ -170,13 +172,16 @@ int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wqe->imm_data = wr->imm_data;
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		wqe->invalidate_rkey = wr->invalidate_rkey;
 
 	if (caps->qp_type == IBV_QPT_UD) {
 		wqe->ud.ah = ah_num;
 		wqe->ud.remote_qpn = wr->wr.ud.remote_qpn;
 		wqe->ud.remote_qkey = wr->wr.ud.remote_qkey;
 	} else if (wr->opcode != IBV_WR_SEND &&
-		   wr->opcode != IBV_WR_SEND_WITH_IMM) {
+		   wr->opcode != IBV_WR_SEND_WITH_IMM &&
+		   wr->opcode != IBV_WR_SEND_WITH_INV) {
 		wqe->rdma.remote_addr = wr->wr.rdma.remote_addr;
 		wqe->rdma.rkey = wr->wr.rdma.rkey;
 	}
@@ -223,6 +228,10 @@ void metaroce_cqe_to_wc(const struct metaroce_cqe *cqe, struct ibv_wc *wc)
 	if (cqe->flags & METAROCE_CQE_WITH_IMM) {
 		wc->wc_flags |= IBV_WC_WITH_IMM;
 		wc->imm_data = cqe->imm_data;	/* big endian, as sent */
+	}
+	if (cqe->flags & METAROCE_CQE_WITH_INV) {
+		wc->wc_flags |= IBV_WC_WITH_INV;
+		wc->invalidated_rkey = cqe->invalidated_rkey;
 	}
 	if (cqe->flags & METAROCE_CQE_GRH)
 		wc->wc_flags |= IBV_WC_GRH;

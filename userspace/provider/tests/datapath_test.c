@@ -411,7 +411,7 @@ static void test_post_send_errors(void)
 	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
 
 	wr[1].send_flags = 0;
-	wr[1].opcode = IBV_WR_SEND_WITH_INV;
+	wr[1].opcode = IBV_WR_LOCAL_INV;
 	bad = NULL;
 	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
 	CHECK_EQ(producer(&qp->sq.ring), p0 + 1);
@@ -961,6 +961,52 @@ static void test_wc_network_header(void)
 	}
 }
 
+/*
+ * A SEND with invalidate carries the key where immediate data would be; a
+ * receive completion reports the key the peer's SEND invalidated.
+ */
+static void test_send_with_invalidate(void)
+{
+	struct metaroce_qp *qp = make_qp(&rc_cfg);
+	uint32_t p0 = qp->sq.ring.index;
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct metaroce_send_wqe *w;
+	struct metaroce_cqe cqe = {};
+	struct ibv_wc wc;
+
+	wr.wr_id = 21;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.invalidate_rkey = 0x12345678;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr, &bad), 0);
+	w = sq_wqe(qp, p0);
+	CHECK_EQ(w->opcode, IBV_WR_SEND_WITH_INV);
+	CHECK_EQ(w->invalidate_rkey, 0x12345678);
+	CHECK_EQ(w->rdma.rkey, 0);
+
+	/* The same through ibv_wr_send_inv() (rc_cfg has every RC op). */
+	CHECK(qp->vqp.qp_ex.wr_send_inv);
+	ibv_wr_start(&qp->vqp.qp_ex);
+	qp->vqp.qp_ex.wr_id = 22;
+	qp->vqp.qp_ex.wr_flags = 0;
+	ibv_wr_send_inv(&qp->vqp.qp_ex, 0x87654321);
+	ibv_wr_set_sge(&qp->vqp.qp_ex, 9, 0x9000, 90);
+	CHECK_EQ(ibv_wr_complete(&qp->vqp.qp_ex), 0);
+	w = sq_wqe(qp, p0 + 1);
+	CHECK_EQ(w->wr_id, 22);
+	CHECK_EQ(w->opcode, IBV_WR_SEND_WITH_INV);
+	CHECK_EQ(w->invalidate_rkey, 0x87654321);
+	CHECK_EQ(w->num_sge, 1);
+	free_qp(qp);
+
+	cqe.opcode = IBV_WC_RECV;
+	cqe.flags = METAROCE_CQE_WITH_INV;
+	cqe.invalidated_rkey = 0xabcdef01;
+	memset(&wc, 0xee, sizeof(wc));
+	metaroce_cqe_to_wc(&cqe, &wc);
+	CHECK_EQ(wc.wc_flags, IBV_WC_WITH_INV);
+	CHECK_EQ(wc.invalidated_rkey, 0xabcdef01);
+}
+
 /* --- SRQs ------------------------------------------------------------------ */
 
 static void test_post_srq_recv(void)
@@ -1261,6 +1307,7 @@ int main(void)
 	test_wr_api_ud();
 	test_poll_cq();
 	test_wc_network_header();
+	test_send_with_invalidate();
 	test_post_srq_recv();
 	test_concurrent_posts();
 	test_concurrent_polls();

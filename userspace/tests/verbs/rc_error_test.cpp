@@ -58,7 +58,6 @@ TEST_F(RcError, PostSendImmediateErrors)
 		{"ATOMIC_CMP_AND_SWP", IBV_WR_ATOMIC_CMP_AND_SWP, IBV_SEND_SIGNALED},
 		{"ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD,
 		 IBV_SEND_SIGNALED},
-		{"SEND_WITH_INV", IBV_WR_SEND_WITH_INV, IBV_SEND_SIGNALED},
 		{"LOCAL_INV", IBV_WR_LOCAL_INV, IBV_SEND_SIGNALED},
 		{"BIND_MW", IBV_WR_BIND_MW, IBV_SEND_SIGNALED},
 		{"TSO", IBV_WR_TSO, IBV_SEND_SIGNALED},
@@ -103,6 +102,34 @@ TEST_F(RcError, PostRecvImmediateErrors)
 	EXPECT_WC(poll1(qb.rcq), 0, IBV_WC_SUCCESS, IBV_WC_RECV);
 	EXPECT_TRUE(has_pattern(dst.p, 64, 30));
 	EXPECT_TRUE(quiet(qb.rcq, Ms(100)));
+}
+
+// A SEND with invalidate of a key the responder cannot invalidate (a user
+// PD has no fast-registration MRs; here, the rkey of an ordinary MR): a
+// REMOTE_INVALID_REQUEST NAK, the receive completes in error, both QPs
+// fail, and the MR named keeps working for a new QP.
+TEST_F(RcError, SendWithInvalidateOfOrdinaryMrFails)
+{
+	Qp qa(A()), qb(B());
+	connect(qa, qb);
+	Buf src(A().pd, 64), rcv(B().pd, 64), target(B().pd, 4096);
+	fill(src.p, 64, 12);
+	ASSERT_EQ(post_recv(qb.qp, rcv, 78), 0);
+	Wr w = send_wr(src, 0, 64, 1);
+	w.op = IBV_WR_SEND_WITH_INV;
+	w.imm = target.rkey();
+	ASSERT_EQ(post_send(qa.qp, w), 0);
+	EXPECT_WC(poll1(qa.scq), 1, IBV_WC_REM_INV_REQ_ERR);
+	expect_failed_qp(qa);
+	EXPECT_EQ(qb.wait_state(IBV_QPS_ERR), IBV_QPS_ERR);
+	auto wc = poll1(qb.rcq);
+	EXPECT_WC(wc, 78, IBV_WC_REM_INV_REQ_ERR);
+
+	Qp qc(A()), qd(B());
+	connect(qc, qd);
+	EXPECT_WC(run1(qc, write_wr(src, 0, target, 0, 64, 2)), 2,
+		  IBV_WC_SUCCESS);
+	EXPECT_TRUE(has_pattern(target.p, 64, 12));
 }
 
 // A bad rkey: the WRITE fails with a remote access error, the WRs behind

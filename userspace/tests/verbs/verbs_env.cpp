@@ -720,7 +720,10 @@ int post_send(ibv_qp *qp, std::span<const Wr> wrs, int *bad_index)
 		s.num_sge = static_cast<int>(sges[i].size());
 		s.opcode = w.op;
 		s.send_flags = w.flags;
-		s.imm_data = htobe32(w.imm);
+		if (w.op == IBV_WR_SEND_WITH_INV)
+			s.invalidate_rkey = w.imm;
+		else
+			s.imm_data = htobe32(w.imm);
 		if (w.ah) {
 			s.wr.ud.ah = w.ah;
 			s.wr.ud.remote_qpn = w.remote_qpn;

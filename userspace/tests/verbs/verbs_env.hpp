@@ -245,6 +245,7 @@ struct Wr {
 	uint64_t raddr = 0;
 	uint32_t rkey = 0;
 	uint32_t imm = 0;		// host order; sent big endian
+					// (SEND_WITH_INV: the key)
 	ibv_ah *ah = nullptr;
 	uint32_t remote_qpn = 0, remote_qkey = 0;
 };
