@@ -13,6 +13,8 @@ packages=(
 	libibverbs-dev librdmacm-dev rdmacm-utils
 	# what consumers run (selftests/metaroce/consumers.sh)
 	ucx-utils libfabric-bin qperf openmpi-bin libopenmpi-dev
+	# NVMe over RDMA (selftests/metaroce/nvme.sh)
+	nvme-cli fio
 	# eBPF
 	bpftool libbpf-dev libelf-dev zlib1g-dev clang llvm
 	# userspace build and tests
