@@ -32,7 +32,8 @@ inline std::vector<Packet> sample_packets() {
         return b;
     };
     using namespace flag;
-    // SEND: single packet with immediate, first/middle/last of a multi-packet message, empty.
+    // SEND: single packet with immediate, first/middle/last of a multi-packet message, empty,
+    // with invalidate.
     out.push_back({bth(Opcode::Send, kFirst | kLast | kImm | kSolicited | kAckReq, 1),
                    Deth{0, 0, 5, 100, 0xcafe}, pattern(100, 1)});
     out.push_back({bth(Opcode::Send, kFirst, 2), Deth{0, 0, 6, 600, 0}, pattern(kMtu, 2)});
@@ -40,6 +41,11 @@ inline std::vector<Packet> sample_packets() {
     out.push_back({bth(Opcode::Send, kLast | kAckReq | kRetx, 4), Deth{2 * kMtu, 0, 6, 600, 0},
                    pattern(88, 4)});
     out.push_back({bth(Opcode::Send, kFirst | kLast, 5), Deth{0, 0, 7, 0, 0}, {}});
+    // SEND with invalidate: the key in the immediate field of the last packet, with INV.
+    out.push_back({bth(Opcode::Send, kFirst | kLast | kInv | kAckReq, 15),
+                   Deth{0, 0, 8, 40, 0x00abcd01}, pattern(40, 12)});
+    out.push_back({bth(Opcode::Send, kLast | kInv | kAckReq | kRetx | kSolicited, 16),
+                   Deth{kMtu, 0, 9, kMtu + 20, 0x00abce02}, pattern(20, 13)});
     // WRITE: single, first/middle/last, with immediate and solicited.
     out.push_back({bth(Opcode::Write, kFirst | kLast | kAckReq, 6), Deth{0x10000, 0x77, 0, 10, 0},
                    pattern(10, 5)});

@@ -36,13 +36,15 @@ constexpr std::uint32_t k24BitReservedMask = ~std::uint32_t{METAROCE_PSN_MASK};
 // Highest RNR timer value in the IB encoding.
 constexpr std::uint8_t kMaxRnrTimerCode = 31;
 
-// The flags each opcode may carry (protocol.md section 3): SEND and WRITE any defined flag,
-// READ_REQ ACK_REQ and RETX, READ_RESP FIRST, LAST and RETX, UD_SEND FIRST and LAST (both,
-// checked with the lengths), IMM and SOLICITED, an ACK none.
+// The flags each opcode may carry (protocol.md section 3): SEND any defined flag (INV only
+// with LAST and without IMM, checked with the DETH), WRITE any but INV, READ_REQ ACK_REQ and
+// RETX, READ_RESP FIRST, LAST and RETX, UD_SEND FIRST and LAST (both, checked with the
+// lengths), IMM and SOLICITED, an ACK none.
 std::uint8_t allowed_flags(Opcode op) {
     using namespace flag;
     switch (op) {
         case Opcode::Send:
+            return kFirst | kLast | kImm | kSolicited | kAckReq | kRetx | kInv;
         case Opcode::Write:
             return kFirst | kLast | kImm | kSolicited | kAckReq | kRetx;
         case Opcode::ReadRequest:
@@ -146,8 +148,17 @@ std::optional<ParseError> check_write_lengths(std::uint32_t payload, std::uint32
 
 std::optional<ParseError> check_deth(const Bth& bth, const Deth& d, std::uint32_t payload,
                                      std::uint32_t mtu) {
-    // The immediate field only has a meaning with IMM; otherwise it is sent, and checked, as 0.
-    if (!bth.has(flag::kImm) && d.imm != 0) return ParseError::FieldMustBeZero;
+    // INV marks the last packet of a SEND with invalidate, whose immediate field holds the key
+    // to invalidate: never before the last packet, never with IMM (the two share the field).
+    // INV on any other opcode was refused with the flags.
+    if (bth.has(flag::kInv) && (!bth.has(flag::kLast) || bth.has(flag::kImm))) {
+        return ParseError::InconsistentFlags;
+    }
+    // The immediate field only has a meaning with IMM (or INV); otherwise it is sent, and
+    // checked, as 0.
+    if (!bth.has(flag::kImm) && !bth.has(flag::kInv) && d.imm != 0) {
+        return ParseError::FieldMustBeZero;
+    }
     switch (bth.opcode) {
         case Opcode::Send:
             if (d.key != 0) return ParseError::FieldMustBeZero;

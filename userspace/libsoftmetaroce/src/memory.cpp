@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace metaroce {
 
@@ -13,7 +14,7 @@ std::uint64_t ReceiveWqe::total_length() const {
 
 bool MemoryModel::register_region(std::uint32_t key, std::uint64_t addr, std::uint32_t length,
                                   std::uint32_t access_flags) {
-    if (regions_.count(key) != 0) return false;
+    if (key_taken(key)) return false;
     if (addr > std::numeric_limits<std::uint64_t>::max() - length) return false;
     regions_[key] = Region{addr, access_flags, std::vector<std::uint8_t>(length, 0)};
     return true;
@@ -21,9 +22,69 @@ bool MemoryModel::register_region(std::uint32_t key, std::uint64_t addr, std::ui
 
 bool MemoryModel::deregister_region(std::uint32_t key) { return regions_.erase(key) != 0; }
 
+bool MemoryModel::key_taken(std::uint32_t key) const {
+    return regions_.count(key) != 0 || fast_reg_keys_.count(key) != 0;
+}
+
 const MemoryModel::Region* MemoryModel::find(std::uint32_t key) const {
-    const auto it = regions_.find(key);
-    return it == regions_.end() ? nullptr : &it->second;
+    if (const auto it = regions_.find(key); it != regions_.end()) return &it->second;
+    // A fast-registration region is found only under the key of the registration in force.
+    if (const auto it = fast_reg_keys_.find(key); it != fast_reg_keys_.end()) {
+        return &fast_regs_.at(it->second).region;
+    }
+    return nullptr;
+}
+
+MemoryModel::Region* MemoryModel::find(std::uint32_t key) {
+    return const_cast<Region*>(std::as_const(*this).find(key));
+}
+
+MemoryModel::FastRegId MemoryModel::alloc_fast_reg_region(std::uint32_t max_length) {
+    const FastRegId id = next_fast_reg_id_++;
+    fast_regs_[id] = FastRegRegion{max_length, std::nullopt, Region{}};
+    return id;
+}
+
+bool MemoryModel::free_fast_reg_region(FastRegId id) {
+    const auto it = fast_regs_.find(id);
+    if (it == fast_regs_.end()) return false;
+    if (it->second.key) fast_reg_keys_.erase(*it->second.key);
+    fast_regs_.erase(it);
+    return true;
+}
+
+bool MemoryModel::fast_register(FastRegId id, std::uint32_t key, std::uint64_t addr,
+                                std::uint32_t length, std::uint32_t access_flags) {
+    const auto it = fast_regs_.find(id);
+    if (it == fast_regs_.end()) return false;
+    FastRegRegion& fr = it->second;
+    if (fr.key || length > fr.max_length || key_taken(key)) return false;
+    if (addr > std::numeric_limits<std::uint64_t>::max() - length) return false;
+    fr.region = Region{addr, access_flags, std::vector<std::uint8_t>(length, 0)};
+    fr.key = key;
+    fast_reg_keys_[key] = id;
+    return true;
+}
+
+bool MemoryModel::fast_reg_valid(std::uint32_t key) const { return fast_reg_keys_.count(key) != 0; }
+
+bool MemoryModel::invalidate(std::uint32_t key) {
+    const auto it = fast_reg_keys_.find(key);
+    if (it == fast_reg_keys_.end()) return false;
+    fast_regs_.at(it->second).key.reset();
+    fast_reg_keys_.erase(it);
+    return true;
+}
+
+std::optional<std::uint32_t> MemoryModel::fast_reg_key(FastRegId id) const {
+    const auto it = fast_regs_.find(id);
+    return it == fast_regs_.end() ? std::nullopt : it->second.key;
+}
+
+std::span<const std::uint8_t> MemoryModel::fast_reg_bytes(FastRegId id) const {
+    const auto it = fast_regs_.find(id);
+    if (it == fast_regs_.end()) return {};
+    return it->second.region.bytes;
 }
 
 AccessResult MemoryModel::check(std::uint32_t key, std::uint64_t addr, std::uint64_t len,
@@ -43,7 +104,7 @@ AccessResult MemoryModel::write(std::uint32_t key, std::uint64_t addr,
                                 std::span<const std::uint8_t> data, std::uint32_t needed) {
     const AccessResult result = check(key, addr, data.size(), needed);
     if (result != AccessResult::Ok) return result;
-    Region& region = regions_.at(key);
+    Region& region = *find(key);
     std::copy(data.begin(), data.end(), region.bytes.begin() + (addr - region.addr));
     return AccessResult::Ok;
 }
@@ -94,9 +155,9 @@ std::vector<std::uint8_t> MemoryModel::gather(const ReceiveWqe& wqe, std::uint64
 }
 
 std::span<std::uint8_t> MemoryModel::region_bytes(std::uint32_t key) {
-    const auto it = regions_.find(key);
-    if (it == regions_.end()) return {};
-    return it->second.bytes;
+    Region* region = find(key);
+    if (region == nullptr) return {};
+    return region->bytes;
 }
 
 std::span<const std::uint8_t> MemoryModel::region_bytes(std::uint32_t key) const {

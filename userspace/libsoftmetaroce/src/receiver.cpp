@@ -102,9 +102,16 @@ void Receiver::handle_data(const Packet& packet, TimeUs now) {
         }
         std::optional<std::uint32_t> imm;
         if (packet.bth.has(flag::kImm)) imm = d.imm;
+        // INV, with the key, comes with the last packet only (the codec checked).
+        std::optional<std::uint32_t> invalidate_rkey;
+        if (packet.bth.has(flag::kInv)) invalidate_rkey = d.imm;
         // IMM and SOLICITED come with the last packet (earlier ones may repeat them).
-        message_end_at(psn) =
-            MessageEnd{kind, d.msn, d.msg_len, imm, packet.bth.has(flag::kSolicited)};
+        message_end_at(psn) = MessageEnd{.kind = kind,
+                                         .msn = d.msn,
+                                         .msg_len = d.msg_len,
+                                         .imm = imm,
+                                         .invalidate_rkey = invalidate_rkey,
+                                         .solicited = packet.bth.has(flag::kSolicited)};
     }
     const bool completed_wqe = accept(psn, now);
     if (error_) return;
@@ -115,9 +122,8 @@ Receiver::Refusal Receiver::place_write(const Packet& packet) {
     const Deth& d = packet.deth();
     // A zero-length WRITE names no memory: its key and address are not checked (IBA C9-88).
     const bool empty = packet.payload.empty();
-    if (!empty &&
-        memory_.check(d.key, d.addr, packet.payload.size(), access::kRemoteWrite) !=
-            AccessResult::Ok) {
+    if (!empty && memory_.check(d.key, d.addr, packet.payload.size(), access::kRemoteWrite) !=
+                      AccessResult::Ok) {
         return Refusal::RemoteAccess;
     }
     // A WRITE with immediate needs its receive WQE when its last packet arrives (it completes
@@ -139,6 +145,11 @@ Receiver::Refusal Receiver::place_send(const Packet& packet) {
     PostedWqe& posted = wqes_[static_cast<std::size_t>(index)];
     if (d.addr + packet.payload.size() > posted.wqe.total_length()) return Refusal::LengthError;
     if (posted.msg_len && *posted.msg_len != d.msg_len) return Refusal::InvalidRequest;
+    // A SEND with invalidate must name a key a fast-registration region of this PD is valid
+    // with now (section 6); the invalidation itself waits for the message to complete.
+    if (packet.bth.has(flag::kInv) && !memory_.fast_reg_valid(d.imm)) {
+        return Refusal::BadInvalidate;
+    }
     posted.msg_len = d.msg_len;
     memory_.scatter(posted.wqe, d.addr, packet.payload);
     return Refusal::None;
@@ -167,6 +178,12 @@ void Receiver::refuse(const Packet& packet, Refusal refusal, TimeUs now) {
             ++counters_.invalid_naks;
             send_ack(Syndrome::InvalidRequest, psn, 0, now);
             fail(FailedWqe{packet.deth().msn, WcStatus::LocLenErr});
+            return;
+        case Refusal::BadInvalidate:
+            ++counters_.invalid_naks;
+            ++counters_.invalidate_refused;
+            send_ack(Syndrome::InvalidRequest, psn, 0, now);
+            fail(FailedWqe{packet.deth().msn, WcStatus::RemInvReqErr});
             return;
     }
 }
@@ -234,8 +251,12 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     }
 
     if (fresh == packets) {
-        message_end_at(last) =
-            MessageEnd{MessageKind::Read, request.msn, request.len, std::nullopt, false};
+        message_end_at(last) = MessageEnd{.kind = MessageKind::Read,
+                                          .msn = request.msn,
+                                          .msg_len = request.len,
+                                          .imm = std::nullopt,
+                                          .invalidate_rkey = std::nullopt,
+                                          .solicited = false};
     }
     pending_reads_.push_back(read);
     remember_read(psn, request, packets);
@@ -291,10 +312,22 @@ bool Receiver::complete_message(const MessageEnd& end, Psn last_psn, TimeUs now)
     const PostedWqe posted = std::move(wqes_.front());
     wqes_.pop_front();
     ++front_msn_;
+    // A SEND with invalidate ends the registration it names now, when it completes (every
+    // earlier PSN has arrived, so no WRITE before it can still need the region), and only
+    // now: a message completes once, whatever duplicates of it come later. If the consumer
+    // ended the registration meanwhile, nothing more is done (section 6).
+    if (end.invalidate_rkey) {
+        if (memory_.invalidate(*end.invalidate_rkey)) {
+            ++counters_.invalidations;
+        } else {
+            ++counters_.invalidations_ended_already;
+        }
+    }
     Completion c = receive_completion(posted.wqe.wr_id, WcStatus::Success);
     if (end.kind == MessageKind::WriteWithImm) c.opcode = WcOpcode::RecvRdmaWithImm;
     c.byte_len = end.msg_len;
     c.imm = end.imm;
+    c.invalidated_rkey = end.invalidate_rkey;
     c.solicited = end.solicited;
     completions_.push_back(std::move(c));
     return true;

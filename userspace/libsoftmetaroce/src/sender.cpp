@@ -232,14 +232,16 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
     const bool last = offset + len == size;
 
     // Every packet of a message carries its MSN and length (section 3.1); IMM with the
-    // immediate value and SOLICITED go on the last packet only (section 3), which also asks for
-    // an ACK (section 8).
+    // immediate value, INV with the key to invalidate, and SOLICITED go on the last packet
+    // only (section 3), which also asks for an ACK (section 8).
     const bool with_imm = last && req.has_imm();
+    const bool with_inv = last && req.has_inv();
     Packet pkt;
     pkt.bth.opcode = req.is_send() ? Opcode::Send : Opcode::Write;
     if (first) pkt.bth.flags |= flag::kFirst;
     if (last) pkt.bth.flags |= flag::kLast | flag::kAckReq;
     if (with_imm) pkt.bth.flags |= flag::kImm;
+    if (with_inv) pkt.bth.flags |= flag::kInv;
     if (last && req.solicited && req.consumes_receive_wqe()) pkt.bth.flags |= flag::kSolicited;
     pkt.bth.dqpn = config_.peer_qpn;
     pkt.bth.sqpn = config_.qpn;
@@ -248,7 +250,7 @@ void Sender::issue_data_packet(WrState& wr, TimeUs now) {
                    .key = req.is_write() ? req.rkey : 0,
                    .msn = wr.msn,
                    .msg_len = size,
-                   .imm = with_imm ? req.imm : 0};
+                   .imm = with_imm ? req.imm : (with_inv ? req.invalidate_rkey : 0)};
     pkt.payload.assign(req.data.begin() + offset, req.data.begin() + offset + len);
 
     wr.issued_bytes += len;

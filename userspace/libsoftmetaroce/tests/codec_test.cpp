@@ -148,11 +148,10 @@ TEST(Codec, ReservedBitsSet) {
         bytes[0] |= static_cast<std::uint8_t>(1 << bit);
         EXPECT_EQ(error_of(bytes), ParseError::ReservedBitsSet) << bit;
     }
-    for (const std::uint8_t undefined_flag : {0x40, 0x80}) {
-        Packet p = single_send();
-        p.bth.flags |= undefined_flag;
-        EXPECT_EQ(error_of(p), ParseError::ReservedBitsSet);
-    }
+    // 0x80 is the one undefined flag (0x40 is INV).
+    Packet undefined_flag = single_send();
+    undefined_flag.bth.flags |= 0x80;
+    EXPECT_EQ(error_of(undefined_flag), ParseError::ReservedBitsSet);
     Packet ack = plain_ack();
     ack.ack().nak_psn = 0x01000000;
     EXPECT_EQ(error_of(ack), ParseError::ReservedBitsSet);
@@ -178,8 +177,8 @@ TEST(Codec, FlagNotAllowed) {
     EXPECT_EQ(error_of(with(read_request(), flag::kImm)), ParseError::FlagNotAllowed);
     EXPECT_EQ(error_of(with(read_request(), flag::kFirst)), ParseError::FlagNotAllowed);
     EXPECT_EQ(error_of(with(read_request(), flag::kSolicited)), ParseError::FlagNotAllowed);
-    for (const std::uint8_t f :
-         {flag::kFirst, flag::kLast, flag::kImm, flag::kSolicited, flag::kAckReq, flag::kRetx}) {
+    for (const std::uint8_t f : {flag::kFirst, flag::kLast, flag::kImm, flag::kSolicited,
+                                 flag::kAckReq, flag::kRetx, flag::kInv}) {
         EXPECT_EQ(error_of(with(plain_ack(), f)), ParseError::FlagNotAllowed) << int{f};
     }
     Packet resp = base(Opcode::ReadResponse, flag::kFirst | flag::kLast | flag::kAckReq);
@@ -188,7 +187,7 @@ TEST(Codec, FlagNotAllowed) {
     EXPECT_EQ(error_of(resp), ParseError::FlagNotAllowed);
     resp.bth.flags = flag::kFirst | flag::kLast | flag::kImm;
     EXPECT_EQ(error_of(resp), ParseError::FlagNotAllowed);
-    // SEND and WRITE may carry every defined flag (SOLICITED means something only on a
+    // WRITE may carry every defined flag but INV (SOLICITED means something only on a
     // message that consumes a receive WQE, but it is allowed).
     Packet write = base(Opcode::Write, flag::kFirst | flag::kLast | flag::kSolicited);
     write.ext = Deth{0x1000, 5, 0, 4, 0};
@@ -198,6 +197,65 @@ TEST(Codec, FlagNotAllowed) {
     EXPECT_EQ(error_of(write), std::nullopt);
     Packet ud = base(Opcode::UdSend, flag::kFirst | flag::kLast | flag::kRetx);
     ud.ext = Deth{0, 0x1234, 0, 4, 0};
+    ud.payload.assign(4, 1);
+    EXPECT_EQ(error_of(ud), ParseError::FlagNotAllowed);
+}
+
+// INV (protocol.md sections 3 and 12): only on the last packet of a SEND, without IMM; the
+// immediate field then holds the key to invalidate. Anything else is malformed.
+TEST(Codec, SendWithInvalidateFlags) {
+    using namespace flag;
+    constexpr std::uint32_t kKey = 0x12345678;
+    Packet send = single_send();
+    send.bth.flags |= kInv | kAckReq;
+    send.deth().imm = kKey;
+    EXPECT_EQ(error_of(send), std::nullopt);
+    const auto decoded = decode(encode(send), {kMtu});
+    ASSERT_TRUE(decoded.ok());
+    EXPECT_TRUE(decoded->bth.has(kInv));
+    EXPECT_EQ(decoded->deth().imm, kKey);
+    send.deth().imm = 0;  // any key, 0 too: whether it names a region is the responder's check
+    EXPECT_EQ(error_of(send), std::nullopt);
+
+    // The last packet of a 600-byte SEND at MTU 256, also retransmitted and solicited.
+    const auto send_at = [](std::uint64_t offset, std::uint32_t len, std::uint8_t flags,
+                            std::uint32_t imm) {
+        Packet p = base(Opcode::Send, flags);
+        p.ext = Deth{offset, 0, 1, 600, imm};
+        p.payload.assign(len, 7);
+        return p;
+    };
+    EXPECT_EQ(error_of(send_at(512, 88, kLast | kInv | kAckReq | kRetx | kSolicited, kKey)),
+              std::nullopt);
+    // INV before the last packet: the first, a middle one.
+    EXPECT_EQ(error_of(send_at(0, 256, kFirst | kInv, kKey)), ParseError::InconsistentFlags);
+    EXPECT_EQ(error_of(send_at(256, 256, kInv, kKey)), ParseError::InconsistentFlags);
+    EXPECT_EQ(error_of(send_at(256, 256, kInv, 0)), ParseError::InconsistentFlags);
+    // INV with IMM, on the last packet or a single one.
+    EXPECT_EQ(error_of(send_at(512, 88, kLast | kInv | kImm, kKey)), ParseError::InconsistentFlags);
+    Packet both = single_send();
+    both.bth.flags |= kInv | kImm;
+    both.deth().imm = kKey;
+    EXPECT_EQ(error_of(both), ParseError::InconsistentFlags);
+    // A SEND's immediate field without IMM or INV is still 0.
+    EXPECT_EQ(error_of(send_at(512, 88, kLast, kKey)), ParseError::FieldMustBeZero);
+
+    // INV on any other opcode.
+    Packet write = base(Opcode::Write, kFirst | kLast | kInv);
+    write.ext = Deth{0x1000, 5, 0, 4, kKey};
+    write.payload.assign(4, 1);
+    EXPECT_EQ(error_of(write), ParseError::FlagNotAllowed);
+    write.deth().imm = 0;
+    EXPECT_EQ(error_of(write), ParseError::FlagNotAllowed);
+    Packet rreq = read_request();
+    rreq.bth.flags |= kInv;
+    EXPECT_EQ(error_of(rreq), ParseError::FlagNotAllowed);
+    Packet resp = base(Opcode::ReadResponse, kFirst | kLast | kInv);
+    resp.ext = Deth{0, 0, 1, 4, 0};
+    resp.payload.assign(4, 1);
+    EXPECT_EQ(error_of(resp), ParseError::FlagNotAllowed);
+    Packet ud = base(Opcode::UdSend, kFirst | kLast | kInv);
+    ud.ext = Deth{0, 0x1234, 0, 4, kKey};
     ud.payload.assign(4, 1);
     EXPECT_EQ(error_of(ud), ParseError::FlagNotAllowed);
 }

@@ -49,5 +49,85 @@ TEST(MemoryModel, ScatterAcrossSges) {
     EXPECT_EQ(m.region_bytes(2)[50], 3);
 }
 
+// A fast-registration region: no key names it until it is registered, then exactly the key of
+// the registration in force, until that is invalidated; then it can be registered again.
+TEST(MemoryModel, FastRegistrationLifecycle) {
+    MemoryModel m;
+    ASSERT_TRUE(m.register_region(7, 0x1000, 0x100, access::kRemoteWrite));
+    const MemoryModel::FastRegId fr = m.alloc_fast_reg_region(0x200);
+    EXPECT_FALSE(m.fast_reg_key(fr));
+    EXPECT_FALSE(m.fast_reg_valid(0x4401));
+    EXPECT_EQ(m.check(0x4401, 0x8000, 1, 0), AccessResult::BadKey);
+
+    // Registration: within its room, under a key no region holds.
+    EXPECT_FALSE(m.fast_register(fr, 0x4401, 0x8000, 0x201, access::kRemoteWrite));
+    EXPECT_FALSE(m.fast_register(fr, 7, 0x8000, 0x100, access::kRemoteWrite));  // key taken
+    EXPECT_FALSE(m.fast_register(fr, 0x4401, ~std::uint64_t{0} - 4, 0x10, 0));  // wraps
+    EXPECT_FALSE(m.fast_register(99, 0x4401, 0x8000, 0x100, 0));                // no such region
+    ASSERT_TRUE(
+        m.fast_register(fr, 0x4401, 0x8000, 0x100, access::kRemoteWrite | access::kLocalWrite));
+    EXPECT_EQ(m.fast_reg_key(fr), 0x4401u);
+    EXPECT_TRUE(m.fast_reg_valid(0x4401));
+    EXPECT_FALSE(m.fast_reg_valid(7));  // an ordinary region is no fast-registration region
+    EXPECT_FALSE(m.register_region(0x4401, 0x9000, 0x10, 0));     // its key is taken too
+    EXPECT_FALSE(m.fast_register(fr, 0x4402, 0x8000, 0x100, 0));  // registered already
+
+    // Found under its key like any region, with the registration's bounds and rights.
+    EXPECT_EQ(m.check(0x4401, 0x8000, 0x100, access::kRemoteWrite), AccessResult::Ok);
+    EXPECT_EQ(m.check(0x4401, 0x8000, 0x101, access::kRemoteWrite), AccessResult::OutOfBounds);
+    EXPECT_EQ(m.check(0x4401, 0x8000, 1, access::kRemoteRead), AccessResult::NoRights);
+    const std::vector<std::uint8_t> data = {1, 2, 3};
+    EXPECT_EQ(m.write(0x4401, 0x8010, data, access::kRemoteWrite), AccessResult::Ok);
+    EXPECT_EQ(m.region_bytes(0x4401)[0x11], 2);
+    EXPECT_TRUE(m.valid_receive_buffer(ReceiveWqe{1, {{0x4401, 0x8000, 0x10}}}));
+
+    // Invalidation (local here; a SEND with invalidate does the same at completion): the key
+    // names nothing from then on, the bytes stay readable by id.
+    EXPECT_FALSE(m.invalidate(7));       // not a fast-registration region
+    EXPECT_FALSE(m.invalidate(0x4402));  // not its key
+    EXPECT_TRUE(m.fast_reg_valid(0x4401));
+    EXPECT_TRUE(m.invalidate(0x4401));
+    EXPECT_FALSE(m.fast_reg_valid(0x4401));
+    EXPECT_FALSE(m.fast_reg_key(fr));
+    EXPECT_FALSE(m.invalidate(0x4401));  // ended already
+    EXPECT_EQ(m.check(0x4401, 0x8000, 1, 0), AccessResult::BadKey);
+    EXPECT_EQ(m.write(0x4401, 0x8010, data, access::kRemoteWrite), AccessResult::BadKey);
+    EXPECT_TRUE(m.region_bytes(0x4401).empty());
+    EXPECT_FALSE(m.valid_receive_buffer(ReceiveWqe{1, {{0x4401, 0x8000, 0x10}}}));
+    ASSERT_EQ(m.fast_reg_bytes(fr).size(), 0x100u);
+    EXPECT_EQ(m.fast_reg_bytes(fr)[0x12], 3);
+    EXPECT_EQ(m.check(7, 0x1000, 1, access::kRemoteWrite), AccessResult::Ok);  // untouched
+
+    // Registered again under another key: a new registration of fresh bytes; the old key
+    // stays dead, and is free for any region.
+    ASSERT_TRUE(m.fast_register(fr, 0x4402, 0xa000, 0x40, access::kRemoteRead));
+    EXPECT_TRUE(m.fast_reg_valid(0x4402));
+    EXPECT_FALSE(m.fast_reg_valid(0x4401));
+    EXPECT_EQ(m.check(0x4402, 0xa000, 0x40, access::kRemoteRead), AccessResult::Ok);
+    EXPECT_EQ(m.region_bytes(0x4402)[0x12], 0);
+    EXPECT_TRUE(m.register_region(0x4401, 0x9000, 0x10, 0));
+
+    EXPECT_TRUE(m.free_fast_reg_region(fr));
+    EXPECT_FALSE(m.fast_reg_valid(0x4402));
+    EXPECT_EQ(m.check(0x4402, 0xa000, 1, 0), AccessResult::BadKey);
+    EXPECT_FALSE(m.free_fast_reg_region(fr));
+}
+
+TEST(MemoryModel, FastRegistrationRegionsAreDistinct) {
+    MemoryModel m;
+    const MemoryModel::FastRegId a = m.alloc_fast_reg_region(64);
+    const MemoryModel::FastRegId b = m.alloc_fast_reg_region(64);
+    EXPECT_NE(a, b);
+    ASSERT_TRUE(m.fast_register(a, 0x100, 0x1000, 64, access::kRemoteWrite));
+    EXPECT_FALSE(m.fast_register(b, 0x100, 0x2000, 64, access::kRemoteWrite));  // a's key
+    ASSERT_TRUE(m.fast_register(b, 0x200, 0x2000, 64, access::kRemoteWrite));
+    EXPECT_TRUE(m.invalidate(0x100));
+    EXPECT_TRUE(m.fast_reg_valid(0x200));
+    EXPECT_FALSE(m.fast_reg_valid(0x100));
+    // Once a's registration ended, b cannot take its key while registered, but a can.
+    EXPECT_FALSE(m.fast_register(b, 0x100, 0x2000, 64, 0));
+    EXPECT_TRUE(m.fast_register(a, 0x100, 0x1000, 64, 0));
+}
+
 }  // namespace
 }  // namespace metaroce

@@ -2,7 +2,9 @@
 // loss (0-20 %), duplication, reordering and dead paths, one seed per test. Whatever the
 // schedule, every message is delivered exactly once with byte-exact data, completions are in
 // order on both sides, the responder's SACK window always describes exactly the set of PSNs
-// it received, and no sender ever resends a PSN it knows was received.
+// it received, and no sender ever resends a PSN it knows was received. With SENDs with
+// invalidate in the mix, each ends its region's registration exactly once, after the WRITE
+// to that region posted before it was placed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +30,9 @@ constexpr std::uint64_t kReadBase = 0x2000000;
 constexpr std::uint32_t kReadRegion = 1 << 20;
 constexpr std::uint32_t kRecvKey = 0x300;
 constexpr std::uint64_t kRecvBase = 0x3000000;
+constexpr std::uint32_t kFastKeyBase = 0x44000100;  // + 0x100 per fast-registration region
+constexpr std::uint64_t kFastBase = 0x4000000;      // + kFastStride per region
+constexpr std::uint64_t kFastStride = 0x100000;
 
 struct ExpectedReceive {
     ReceiveWqe wqe;
@@ -35,6 +40,14 @@ struct ExpectedReceive {
     std::vector<std::uint8_t> data;  // SEND: what lands in the WQE
     std::uint32_t byte_len = 0;
     std::optional<std::uint32_t> imm;
+    std::optional<std::uint32_t> invalidated_rkey;
+};
+
+// A fast-registration region a SEND with invalidate ends, and what the WRITE before it put.
+struct InvalidatedRegion {
+    MemoryModel::FastRegId id = 0;
+    std::uint32_t key = 0;
+    std::vector<std::uint8_t> data;
 };
 
 // The traffic one QP sends to the other, and what the responder must end up with.
@@ -43,12 +56,16 @@ struct Workload {
     std::vector<ExpectedReceive> receives;
     std::vector<std::uint8_t> write_region;
     std::map<std::uint64_t, std::vector<std::uint8_t>> read_results;
+    std::vector<InvalidatedRegion> invalidated;
 };
 
 struct Mix {
     unsigned messages = 40;
     unsigned read_percent = 25;
     std::uint32_t max_packets = 12;  // usual message size bound, in MTUs
+    // Of the other messages: a WRITE to a fast-registration region of the responder, then a
+    // SEND with invalidate of its key (0: none, and no random draws for it).
+    unsigned invalidate_percent = 0;
 };
 
 std::uint32_t random_length(sim::SimRng& rng, std::uint32_t mtu, std::uint32_t max_packets) {
@@ -78,10 +95,32 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
     std::uint64_t recv_cursor = 0;
     for (unsigned i = 0; i < mix.messages; ++i) {
         WorkRequest wr;
-        wr.wr_id = i;
+        wr.wr_id = w.wrs.size();
         const unsigned pick = static_cast<unsigned>(rng.below(100));
         if (pick < mix.read_percent) {
             wr.opcode = WrOpcode::Read;
+        } else if (mix.invalidate_percent != 0 && rng.below(100) < mix.invalidate_percent) {
+            // The WRITE, then the SEND with invalidate (below) of the region it wrote to.
+            const auto n = static_cast<std::uint32_t>(w.invalidated.size());
+            InvalidatedRegion r;
+            r.key = kFastKeyBase + 0x100 * n;
+            r.data = pattern_bytes(random_length(rng, mtu, mix.max_packets),
+                                   static_cast<std::uint32_t>(seed * 3000 + i));
+            const auto len = static_cast<std::uint32_t>(r.data.size());
+            r.id = memory.alloc_fast_reg_region(len);
+            EXPECT_TRUE(memory.fast_register(r.id, r.key, kFastBase + kFastStride * n, len,
+                                             access::kRemoteWrite));
+            WorkRequest write;
+            write.wr_id = w.wrs.size();
+            write.opcode = WrOpcode::Write;
+            write.data = r.data;
+            write.remote_addr = kFastBase + kFastStride * n;
+            write.rkey = r.key;
+            w.wrs.push_back(std::move(write));
+            wr.wr_id = w.wrs.size();
+            wr.opcode = WrOpcode::SendWithInv;
+            wr.invalidate_rkey = r.key;
+            w.invalidated.push_back(std::move(r));
         } else {
             static constexpr WrOpcode kOthers[] = {WrOpcode::Send,        WrOpcode::Send,
                                                    WrOpcode::SendWithImm, WrOpcode::Write,
@@ -100,7 +139,7 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
             w.read_results[wr.wr_id] = {readable.begin() + offset, readable.begin() + offset + len};
         } else {
             wr.data = pattern_bytes(random_length(rng, mtu, mix.max_packets),
-                                    static_cast<std::uint32_t>(seed * 1000 + i));
+                                    static_cast<std::uint32_t>(seed * 1000 + wr.wr_id));
             const auto len = static_cast<std::uint32_t>(wr.data.size());
             if (wr.has_imm()) wr.imm = static_cast<std::uint32_t>(rng.next());
             if (wr.is_write()) {
@@ -112,7 +151,7 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
             }
             if (wr.consumes_receive_wqe()) {
                 ExpectedReceive r;
-                r.wqe.wr_id = 1000 + i;
+                r.wqe.wr_id = 1000 + wr.wr_id;
                 // SENDs scatter over one or two SGEs with some room to spare.
                 const std::uint32_t room =
                     wr.is_send() ? len + static_cast<std::uint32_t>(rng.below(64)) : 0;
@@ -126,6 +165,7 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
                 if (wr.is_send()) r.data = wr.data;
                 r.byte_len = len;
                 if (wr.has_imm()) r.imm = wr.imm;
+                if (wr.has_inv()) r.invalidated_rkey = wr.invalidate_rkey;
                 w.receives.push_back(r);
             }
         }
@@ -355,6 +395,7 @@ void run_scenario(Scenario s) {
             EXPECT_EQ(c.opcode, e.opcode);
             EXPECT_EQ(c.byte_len, e.byte_len);
             EXPECT_EQ(c.imm, e.imm);
+            EXPECT_EQ(c.invalidated_rkey, e.invalidated_rkey);
             if (e.opcode == WcOpcode::Recv) {
                 EXPECT_EQ(responder_memory.gather(e.wqe, e.byte_len), e.data) << i;
             }
@@ -362,6 +403,17 @@ void run_scenario(Scenario s) {
         const auto region = responder_memory.region_bytes(kWriteKey);
         EXPECT_TRUE(
             std::equal(region.begin(), region.end(), w.write_region.begin(), w.write_region.end()));
+        // Every SEND with invalidate ended its region's registration, once, and the WRITE
+        // before it had landed in the region by then (or it would have been refused).
+        for (const InvalidatedRegion& r : w.invalidated) {
+            EXPECT_FALSE(responder_memory.fast_reg_valid(r.key)) << r.key;
+            const auto bytes = responder_memory.fast_reg_bytes(r.id);
+            EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r.data.begin(), r.data.end()))
+                << r.key;
+        }
+        EXPECT_EQ(responder.receiver().counters().invalidations, w.invalidated.size());
+        EXPECT_EQ(responder.receiver().counters().invalidations_ended_already, 0u);
+        EXPECT_EQ(responder.receiver().counters().invalidate_refused, 0u);
         EXPECT_FALSE(requester.in_error());
         EXPECT_EQ(responder.receiver().counters().out_of_window, 0u);
         EXPECT_EQ(responder.receiver().counters().read_overflow, 0u);
@@ -431,6 +483,24 @@ TEST_P(ReadSchedules, ReadsWithLostResponses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ReadSchedules, ::testing::Range<std::uint64_t>(1, 1 + seeds(10)));
+
+class InvalidateSchedules : public ::testing::TestWithParam<std::uint64_t> {};
+
+// SENDs with invalidate, each after a WRITE to the region it invalidates, among the rest of
+// the traffic both ways: whatever is lost, duplicated or reordered, each WRITE lands and each
+// SEND invalidates exactly once, at completion (protocol.md section 6).
+TEST_P(InvalidateSchedules, WritesThenSendsWithInvalidate) {
+    Scenario s;
+    s.seed = GetParam() + 5000;
+    static constexpr std::uint32_t kPathMtus[] = {256, 1024};
+    s.mtu = segment_size(kPathMtus[s.seed % 2]);
+    s.mix_a = Mix{40, 10, 12, 35};
+    s.mix_b = Mix{20, 10, 8, 35};
+    run_scenario(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, InvalidateSchedules,
+                         ::testing::Range<std::uint64_t>(1, 1 + seeds(10)));
 
 class DeadPathSchedules : public ::testing::TestWithParam<std::uint64_t> {};
 

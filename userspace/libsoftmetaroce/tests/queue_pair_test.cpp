@@ -108,6 +108,118 @@ TEST(QueuePair, RemoteAccessErrorMovesBothQpsToError) {
     EXPECT_EQ(pair.recv_cq_a[0].status, WcStatus::WrFlushErr);
 }
 
+// A WRITE to a fast-registration region, then a SEND with invalidate of its key (the way an
+// NVMe-oF target hands back a buffer), end to end over the simulator.
+TEST(QueuePair, SendWithInvalidateAfterAWriteToTheRegion) {
+    SimPair pair(clean_options());
+    const MemoryModel::FastRegId fr = pair.mem_b.alloc_fast_reg_region(4096);
+    ASSERT_TRUE(pair.mem_b.fast_register(fr, 0x4401, 0x40000, 4096, access::kRemoteWrite));
+    pair.mem_b.register_region(2, 0x9000, 4096, access::kLocalWrite);
+    ASSERT_TRUE(pair.b->post_recv(ReceiveWqe{50, {{2, 0x9000, 4096}}}));
+    const auto write_data = pattern_bytes(3000, 1);
+    const auto send_data = pattern_bytes(2500, 2);
+    pair.a->post_send(write_wr(1, write_data, 0x40000, 0x4401), pair.now());
+    pair.a->post_send(send_with_inv_wr(2, send_data, 0x4401), pair.now());
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 2; }, 1'000'000));
+    EXPECT_EQ(pair.send_cq_a[0].status, WcStatus::Success);
+    EXPECT_EQ(pair.send_cq_a[1].status, WcStatus::Success);
+    EXPECT_EQ(pair.send_cq_a[1].opcode, WcOpcode::Send);
+    ASSERT_EQ(pair.recv_cq_b.size(), 1u);
+    EXPECT_EQ(pair.recv_cq_b[0].status, WcStatus::Success);
+    EXPECT_EQ(pair.recv_cq_b[0].byte_len, 2500u);
+    EXPECT_EQ(pair.recv_cq_b[0].invalidated_rkey, 0x4401u);
+    EXPECT_FALSE(pair.mem_b.fast_reg_valid(0x4401));
+    const auto bytes = pair.mem_b.fast_reg_bytes(fr);
+    EXPECT_TRUE(std::equal(write_data.begin(), write_data.end(), bytes.begin()));
+    EXPECT_EQ(pair.mem_b.gather(ReceiveWqe{50, {{2, 0x9000, 4096}}}, 2500), send_data);
+    EXPECT_EQ(pair.b->receiver().counters().invalidations, 1u);
+}
+
+// The same through the wire, the SEND's packet delivered before the WRITE's (the WRITE was
+// lost and is resent): the WRITE still lands, then the SEND completes and invalidates.
+TEST(QueuePair, SendWithInvalidateOvertakingTheWriteBeforeIt) {
+    MemoryModel mem_a, mem_b;
+    QueuePair a(make_qp_config(kQpA, kQpB, 10, 20), mem_a);
+    QueuePair b(make_qp_config(kQpB, kQpA, 20, 10), mem_b);
+    const MemoryModel::FastRegId fr = mem_b.alloc_fast_reg_region(64);
+    ASSERT_TRUE(mem_b.fast_register(fr, 0x4401, 0x40000, 64, access::kRemoteWrite));
+    mem_b.register_region(2, 0x9000, 64, access::kLocalWrite);
+    ASSERT_TRUE(b.post_recv(ReceiveWqe{50, {{2, 0x9000, 64}}}));
+    const auto data = pattern_bytes(64, 3);
+    a.post_send(write_wr(1, data, 0x40000, 0x4401), 0);
+    a.post_send(send_with_inv_wr(2, {1, 2, 3}, 0x4401), 0);
+    const std::vector<Datagram> out = a.take_outgoing();
+    ASSERT_EQ(out.size(), 2u);
+    b.on_datagram(out[1].bytes, false, 10);  // the SEND with invalidate
+    EXPECT_FALSE(b.in_error());
+    EXPECT_TRUE(mem_b.fast_reg_valid(0x4401));
+    EXPECT_TRUE(b.poll_recv_cq().empty());
+    b.on_datagram(out[0].bytes, false, 20);  // the WRITE, at last
+    EXPECT_FALSE(b.in_error());
+    const auto done = b.poll_recv_cq();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].invalidated_rkey, 0x4401u);
+    EXPECT_FALSE(mem_b.fast_reg_valid(0x4401));
+    const auto bytes = mem_b.fast_reg_bytes(fr);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin(), bytes.end()));
+    for (const Datagram& d : b.take_outgoing()) a.on_datagram(d.bytes, false, 30);
+    EXPECT_FALSE(a.in_error());
+}
+
+// INV without LAST, INV with IMM, INV on a WRITE: malformed (protocol.md section 12), dropped
+// and counted, no state changed: nothing placed, marked, NAKed, completed or invalidated.
+TEST(QueuePair, MalformedSendsWithInvalidateAreDroppedAndCounted) {
+    MemoryModel memory;
+    QueuePair qp(make_qp_config(kQpB, kQpA, 0, 0), memory);
+    const MemoryModel::FastRegId fr = memory.alloc_fast_reg_region(4096);
+    ASSERT_TRUE(memory.fast_register(fr, 0x4401, 0x40000, 4096, access::kRemoteWrite));
+    memory.register_region(2, 0x9000, 4096, access::kLocalWrite);
+    ASSERT_TRUE(qp.post_recv(ReceiveWqe{50, {{2, 0x9000, 4096}}}));
+    const auto data = pattern_bytes(1034, 4);  // two packets at 1024
+
+    using namespace flag;
+    // The first packet of a two-packet SEND, with INV.
+    Packet first = data_packet(Opcode::Send, 0, kFirst | kInv, Deth{0, 0, 0, 1034, 0x4401},
+                               {data.begin(), data.begin() + 1024});
+    qp.on_datagram(encode(first), false, 0);
+    EXPECT_EQ(qp.counters().malformed[static_cast<int>(ParseError::InconsistentFlags)], 1u);
+    // A single-packet SEND with both INV and IMM.
+    Packet both = data_packet(Opcode::Send, 0, kFirst | kLast | kAckReq | kInv | kImm,
+                              Deth{0, 0, 0, 10, 0x4401}, pattern_bytes(10, 5));
+    qp.on_datagram(encode(both), false, 0);
+    EXPECT_EQ(qp.counters().malformed[static_cast<int>(ParseError::InconsistentFlags)], 2u);
+    // A WRITE with INV, to the very region.
+    Packet write = data_packet(Opcode::Write, 0, kFirst | kLast | kAckReq | kInv,
+                               Deth{0x40000, 0x4401, 0, 10, 0x4401}, pattern_bytes(10, 6));
+    qp.on_datagram(encode(write), false, 0);
+    EXPECT_EQ(qp.counters().malformed[static_cast<int>(ParseError::FlagNotAllowed)], 1u);
+
+    EXPECT_EQ(qp.receiver().counters().packets, 0u);  // none reached the state machine
+    EXPECT_TRUE(qp.take_outgoing().empty());
+    EXPECT_TRUE(qp.poll_recv_cq().empty());
+    EXPECT_FALSE(qp.in_error());
+    EXPECT_EQ(qp.receiver().window().cum_psn(), 0u);
+    EXPECT_TRUE(memory.fast_reg_valid(0x4401));
+    const auto region = memory.fast_reg_bytes(fr);
+    EXPECT_TRUE(std::all_of(region.begin(), region.end(), [](std::uint8_t b) { return b == 0; }));
+    EXPECT_TRUE(std::all_of(memory.region_bytes(2).begin(), memory.region_bytes(2).end(),
+                            [](std::uint8_t b) { return b == 0; }));
+
+    // The same SEND well formed, at the same PSN: accepted and completed.
+    Packet last = data_packet(Opcode::Send, 1, kLast | kAckReq | kInv,
+                              Deth{1024, 0, 0, 1034, 0x4401}, {data.begin() + 1024, data.end()});
+    first.bth.flags = kFirst;
+    first.deth().imm = 0;
+    qp.on_datagram(encode(first), false, 0);
+    qp.on_datagram(encode(last), false, 0);
+    const auto done = qp.poll_recv_cq();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].invalidated_rkey, 0x4401u);
+    EXPECT_FALSE(memory.fast_reg_valid(0x4401));
+}
+
 TEST(QueuePair, RnrThenPostedLaterCompletes) {
     SimPair pair(clean_options());
     pair.mem_b.register_region(2, 0x9000, 100, access::kLocalWrite);

@@ -15,6 +15,7 @@ using namespace test;
 using flag::kAckReq;
 using flag::kFirst;
 using flag::kImm;
+using flag::kInv;
 using flag::kLast;
 using flag::kRetx;
 using flag::kSolicited;
@@ -26,6 +27,8 @@ constexpr std::uint32_t kReadKey = 0x20;
 constexpr std::uint64_t kReadBase = 0x20000;
 constexpr std::uint32_t kRecvKey = 0x30;
 constexpr std::uint64_t kRecvBase = 0x30000;
+constexpr std::uint32_t kFastKey = 0x4401;  // a fast-registration region's
+constexpr std::uint64_t kFastBase = 0x40000;
 constexpr std::uint32_t kRegionSize = 0x10000;
 
 class ReceiverTest : public ::testing::Test {
@@ -34,6 +37,8 @@ class ReceiverTest : public ::testing::Test {
         memory.register_region(kWriteKey, kWriteBase, kRegionSize, access::kRemoteWrite);
         memory.register_region(kReadKey, kReadBase, kRegionSize, access::kRemoteRead);
         memory.register_region(kRecvKey, kRecvBase, kRegionSize, access::kLocalWrite);
+        fast = memory.alloc_fast_reg_region(kRegionSize);
+        memory.fast_register(fast, kFastKey, kFastBase, kRegionSize, access::kRemoteWrite);
         const std::vector<std::uint8_t> readable = pattern_bytes(kRegionSize, 99);
         std::copy(readable.begin(), readable.end(), memory.region_bytes(kReadKey).begin());
         config.qpn = kQpB;
@@ -71,7 +76,8 @@ class ReceiverTest : public ::testing::Test {
         return out;
     }
 
-    // IMM, the immediate value and SOLICITED on the last packet only, as a sender puts them.
+    // IMM with the immediate value (or INV with the key in it) and SOLICITED on the last
+    // packet only, as a sender puts them.
     std::vector<Packet> send_message(Psn psn, const std::vector<std::uint8_t>& data,
                                      std::uint32_t msn, std::uint8_t extra = 0,
                                      std::uint32_t imm = 0) {
@@ -86,7 +92,7 @@ class ReceiverTest : public ::testing::Test {
             if (last) flags |= kLast | kAckReq;
             out.push_back(data_packet(Opcode::Send, psn_add(psn, k), flags,
                                       Deth{begin, 0, msn, static_cast<std::uint32_t>(data.size()),
-                                           (last && (extra & kImm)) ? imm : 0},
+                                           (last && (extra & (kImm | kInv))) ? imm : 0},
                                       {data.begin() + begin, data.begin() + end}));
         }
         return out;
@@ -96,7 +102,16 @@ class ReceiverTest : public ::testing::Test {
         return ReceiveWqe{wr_id, {{kRecvKey, kRecvBase + offset, len}}};
     }
 
+    // A one-packet WRITE of `data` at `offset` in the fast-registration region, under `key`.
+    Packet fast_write(Psn psn, std::uint64_t offset, std::vector<std::uint8_t> data,
+                      std::uint32_t msn, std::uint32_t key = kFastKey) {
+        const auto len = static_cast<std::uint32_t>(data.size());
+        return data_packet(Opcode::Write, psn, kFirst | kLast | kAckReq,
+                           Deth{kFastBase + offset, key, msn, len, 0}, std::move(data));
+    }
+
     MemoryModel memory;
+    MemoryModel::FastRegId fast = 0;  // registered under kFastKey
     ReceiverConfig config;
     std::unique_ptr<Receiver> rx;
 };
@@ -658,6 +673,184 @@ TEST_F(ReceiverTest, VersionNak) {
     EXPECT_EQ(a[0].ack().nak_arg, METAROCE_VERSION);
     EXPECT_EQ(a[0].ack().nak_psn, 123u);
     EXPECT_EQ(a[0].ack().echo_path, 4);
+    EXPECT_FALSE(rx->in_error());
+}
+
+// protocol.md section 6: a SEND with invalidate is checked when its INV packet arrives, and
+// the key is invalidated when the message completes (cum_psn passes it), not before.
+TEST_F(ReceiverTest, SendWithInvalidateEndsTheRegistrationWhenItCompletes) {
+    ASSERT_TRUE(rx->post_recv(wqe(1, 0, 1000)));
+    const auto data = pattern_bytes(600, 20);
+    const auto m = send_message(100, data, 0, kInv, kFastKey);
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_TRUE(m[2].bth.has(kInv));
+    EXPECT_EQ(m[2].deth().imm, kFastKey);
+    deliver(m[2]);  // the INV packet first: accepted, but the message is not complete
+    EXPECT_FALSE(rx->in_error());
+    EXPECT_TRUE(rx->window().received(102));
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey));
+    deliver(m[0]);
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey));
+    EXPECT_TRUE(rx->take_completions().empty());
+    deliver(m[1]);  // cum_psn passes the message: it completes and invalidates
+    EXPECT_FALSE(memory.fast_reg_valid(kFastKey));
+    EXPECT_FALSE(memory.fast_reg_key(fast));
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::Recv);
+    EXPECT_EQ(done[0].byte_len, 600u);
+    EXPECT_EQ(done[0].invalidated_rkey, kFastKey);
+    EXPECT_FALSE(done[0].imm.has_value());
+    EXPECT_EQ(memory.gather(wqe(1, 0, 1000), 600), data);
+    EXPECT_EQ(rx->counters().invalidations, 1u);
+    EXPECT_EQ(rx->counters().invalidate_refused, 0u);
+    // A plain SEND's completion names no key.
+    ASSERT_TRUE(rx->post_recv(wqe(2, 1000, 100)));
+    deliver(send_message(103, pattern_bytes(10, 21), 1)[0]);
+    const auto plain = rx->take_completions();
+    ASSERT_EQ(plain.size(), 1u);
+    EXPECT_FALSE(plain[0].invalidated_rkey.has_value());
+    // From then on the key names nothing: a WRITE with it is refused.
+    sent();
+    deliver(fast_write(104, 0, pattern_bytes(4, 22), 2));
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::RemoteAccess);
+    EXPECT_EQ(a[0].ack().nak_psn, 104u);
+}
+
+// The key must name a fast-registration region of the PD valid with exactly that key; else
+// REMOTE_INVALID_REQUEST (INVALID_REQUEST) NAK, REM_INV_REQ_ERR completion, QP to error, and
+// nothing of the packet accepted or invalidated.
+TEST_F(ReceiverTest, SendWithInvalidateOfABadKeyIsRefused) {
+    const MemoryModel::FastRegId ended = memory.alloc_fast_reg_region(64);
+    ASSERT_TRUE(memory.fast_register(ended, 0x5501, 0x50000, 64, access::kRemoteWrite));
+    ASSERT_TRUE(memory.invalidate(0x5501));  // the consumer ended it (IB_WR_LOCAL_INV)
+    const std::uint32_t keys[] = {
+        0x99,          // no region
+        0,             // no region either
+        kWriteKey,     // an ordinary region's
+        kRecvKey,      // an ordinary region's
+        kFastKey + 1,  // not the key the fast-registration region is valid with
+        0x5501,        // a fast-registration region's whose registration ended
+    };
+    for (const std::uint32_t key : keys) {
+        SCOPED_TRACE(key);
+        rx = std::make_unique<Receiver>(config, memory);
+        ASSERT_TRUE(rx->post_recv(wqe(1, 0, 1000)));
+        ASSERT_TRUE(rx->post_recv(wqe(2, 1000, 1000)));
+        const auto m = send_message(100, pattern_bytes(300, 23), 0, kInv, key);
+        ASSERT_EQ(m.size(), 2u);
+        deliver(m[0]);
+        deliver(m[1]);
+        const auto a = acks();
+        ASSERT_FALSE(a.empty());
+        EXPECT_EQ(a.back().ack().syndrome, Syndrome::InvalidRequest);
+        EXPECT_EQ(a.back().ack().nak_psn, 101u);
+        EXPECT_TRUE(rx->in_error());
+        EXPECT_FALSE(rx->window().received(101));
+        const auto done = rx->take_completions();
+        ASSERT_EQ(done.size(), 2u);
+        EXPECT_EQ(done[0].wr_id, 1u);
+        EXPECT_EQ(done[0].status, WcStatus::RemInvReqErr);
+        EXPECT_EQ(done[1].status, WcStatus::WrFlushErr);
+        EXPECT_EQ(rx->counters().invalidate_refused, 1u);
+        EXPECT_EQ(rx->counters().invalid_naks, 1u);
+        EXPECT_EQ(rx->counters().invalidations, 0u);
+        EXPECT_TRUE(memory.fast_reg_valid(kFastKey));
+        EXPECT_FALSE(memory.fast_reg_valid(0x5501));
+    }
+}
+
+// A WRITE to the region posted before the SEND with invalidate, lost and resent after the
+// SEND's INV packet arrived, still finds the region valid: the invalidation waits for the
+// SEND to complete, which waits for cum_psn to pass every earlier PSN.
+TEST_F(ReceiverTest, WriteResentAfterTheInvalidatingSendStillFindsTheRegion) {
+    ASSERT_TRUE(rx->post_recv(wqe(1, 0, 100)));
+    const auto data = pattern_bytes(64, 24);
+    const Packet write = fast_write(100, 16, data, 0);
+    const Packet send = send_message(101, pattern_bytes(10, 25), 0, kInv, kFastKey)[0];
+    deliver(send);  // the WRITE at 100 was lost
+    EXPECT_FALSE(rx->in_error());
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey));
+    EXPECT_TRUE(rx->take_completions().empty());
+    sent();
+    deliver(write);  // resent
+    EXPECT_FALSE(rx->in_error());
+    const auto a = acks();
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a.back().ack().syndrome, Syndrome::Ack);
+    EXPECT_EQ(a.back().ack().cum_psn, 102u);
+    const auto bytes = memory.fast_reg_bytes(fast);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 16));
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].invalidated_rkey, kFastKey);
+    EXPECT_FALSE(memory.fast_reg_valid(kFastKey));
+    EXPECT_EQ(rx->counters().invalidations, 1u);
+}
+
+// A message completes once: a duplicate of a completed SEND with invalidate (its ACK was
+// lost) invalidates nothing, not even the region registered again meanwhile, under a new
+// key or under the very key the SEND named.
+TEST_F(ReceiverTest, DuplicateOfACompletedInvalidatingSendInvalidatesNothing) {
+    ASSERT_TRUE(rx->post_recv(wqe(1, 0, 100)));
+    ASSERT_TRUE(rx->post_recv(wqe(2, 100, 100)));
+    const Packet send = send_message(100, pattern_bytes(10, 26), 0, kInv, kFastKey)[0];
+    deliver(send);
+    ASSERT_EQ(rx->take_completions().size(), 1u);
+    ASSERT_FALSE(memory.fast_reg_valid(kFastKey));
+
+    ASSERT_TRUE(
+        memory.fast_register(fast, kFastKey + 1, kFastBase, kRegionSize, access::kRemoteWrite));
+    sent();
+    deliver(send);
+    auto a = acks();
+    ASSERT_EQ(a.size(), 1u);  // a duplicate: ACKed at once
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::Ack);
+    EXPECT_EQ(a[0].ack().cum_psn, 101u);
+    EXPECT_EQ(rx->counters().duplicates, 1u);
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey + 1));
+
+    ASSERT_TRUE(memory.invalidate(kFastKey + 1));
+    ASSERT_TRUE(memory.fast_register(fast, kFastKey, kFastBase, kRegionSize, access::kRemoteWrite));
+    Packet resent = send;
+    resent.bth.flags |= kRetx;
+    deliver(resent);
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey));
+    EXPECT_TRUE(rx->take_completions().empty());
+    EXPECT_EQ(rx->counters().duplicates, 2u);
+    EXPECT_EQ(rx->counters().invalidations, 1u);
+    EXPECT_EQ(rx->counters().invalidations_ended_already, 0u);
+    // The registration works: a WRITE with the key is placed.
+    sent();
+    deliver(fast_write(101, 0, pattern_bytes(4, 27), 1));
+    a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::Ack);
+    EXPECT_FALSE(rx->in_error());
+}
+
+// The consumer ends the registration between the INV packet's arrival and the completion,
+// and registers the region anew: at completion nothing more is done (section 6).
+TEST_F(ReceiverTest, InvalidationOfARegistrationEndedMeanwhileDoesNothingMore) {
+    ASSERT_TRUE(rx->post_recv(wqe(1, 0, 100)));
+    deliver(send_message(101, pattern_bytes(10, 28), 0, kInv, kFastKey)[0]);  // ahead of a gap
+    EXPECT_FALSE(rx->in_error());
+    ASSERT_TRUE(memory.invalidate(kFastKey));
+    ASSERT_TRUE(
+        memory.fast_register(fast, kFastKey + 1, kFastBase, kRegionSize, access::kRemoteWrite));
+    deliver(write_message(100, kWriteBase, pattern_bytes(8, 29), 0)[0]);
+    const auto done = rx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].invalidated_rkey, kFastKey);  // it still names the key it carried
+    EXPECT_TRUE(memory.fast_reg_valid(kFastKey + 1));
+    EXPECT_EQ(rx->counters().invalidations, 0u);
+    EXPECT_EQ(rx->counters().invalidations_ended_already, 1u);
     EXPECT_FALSE(rx->in_error());
 }
 

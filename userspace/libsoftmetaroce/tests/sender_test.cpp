@@ -130,6 +130,72 @@ TEST_F(SenderTest, SegmentsSendByMtu) {
     EXPECT_EQ(tx->next_psn(), kStart + 3);
 }
 
+// A SEND with invalidate: a SEND whose last packet carries INV and the key in its immediate
+// field (protocol.md sections 3, 6); it consumes a receive WQE like any SEND.
+TEST_F(SenderTest, SendWithInvalidateCarriesTheKeyOnItsLastPacket) {
+    WorkRequest wr;
+    wr.wr_id = 1;
+    wr.opcode = WrOpcode::SendWithInv;
+    wr.data = pattern_bytes(2 * kMtu + 10, 1);
+    wr.invalidate_rkey = 0x4401;
+    wr.imm = 0x77;  // not sent: the field holds the key
+    wr.solicited = true;
+    EXPECT_TRUE(wr.is_send());
+    EXPECT_TRUE(wr.has_inv());
+    EXPECT_FALSE(wr.has_imm());
+    EXPECT_TRUE(wr.consumes_receive_wqe());
+    tx->post(std::move(wr), now);
+    post_send(2, 10, WrOpcode::Send);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 4u);
+    for (std::uint32_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(p[k].bth.opcode, Opcode::Send);
+        EXPECT_EQ(p[k].deth().msn, 0u);
+        EXPECT_EQ(p[k].deth().key, 0u);
+        EXPECT_EQ(p[k].deth().msg_len, 2 * kMtu + 10);
+        EXPECT_FALSE(p[k].bth.has(kImm));
+        EXPECT_EQ(p[k].bth.has(flag::kInv), k == 2);
+        EXPECT_EQ(p[k].deth().imm, k == 2 ? 0x4401u : 0u);
+    }
+    EXPECT_TRUE(p[2].bth.has(kLast));
+    EXPECT_TRUE(p[2].bth.has(kAckReq));
+    EXPECT_TRUE(p[2].bth.has(flag::kSolicited));
+    // The next SEND takes the next receive WQE and carries no INV.
+    EXPECT_EQ(p[3].deth().msn, 1u);
+    EXPECT_FALSE(p[3].bth.has(flag::kInv));
+    EXPECT_EQ(p[3].deth().imm, 0u);
+
+    now += kRtt;
+    ack(kStart + 4);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].opcode, WcOpcode::Send);
+    EXPECT_EQ(done[0].byte_len, 2 * kMtu + 10);
+}
+
+// A lost INV packet is resent as it was, with INV, the key and RETX.
+TEST_F(SenderTest, SendWithInvalidateIsResentWithItsKey) {
+    WorkRequest wr;
+    wr.wr_id = 1;
+    wr.opcode = WrOpcode::SendWithInv;
+    wr.data = pattern_bytes(10, 1);
+    wr.invalidate_rkey = 0x4401;
+    tx->post(std::move(wr), now);
+    ASSERT_EQ(sent().size(), 1u);
+    ASSERT_TRUE(tx->next_timer());  // nothing acknowledged: a tail-loss probe resends it
+    now = *tx->next_timer();
+    tx->on_timer(now);
+    const auto resent = sent();
+    ASSERT_FALSE(resent.empty());
+    EXPECT_EQ(resent[0].bth.psn, kStart);
+    EXPECT_TRUE(resent[0].bth.has(kRetx));
+    EXPECT_TRUE(resent[0].bth.has(flag::kInv));
+    EXPECT_FALSE(resent[0].bth.has(kImm));
+    EXPECT_EQ(resent[0].deth().imm, 0x4401u);
+}
+
 TEST_F(SenderTest, WriteAddressesAndMessageNumbers) {
     post_send(1, 10, WrOpcode::Send);         // receive msn 0
     post_send(2, kMtu + 1, WrOpcode::Write);  // 2nd message of the stream: msn 1
@@ -521,7 +587,8 @@ TEST_F(SenderTest, FatalNaksFailTheWorkRequest) {
         post_send(3, 10);
         sent();
         now += kRtt;
-        tx->on_ack(echoed(nak_packet(syndrome, kStart + 1, kStart + 1)), now);  // 1st done, 2nd refused
+        tx->on_ack(echoed(nak_packet(syndrome, kStart + 1, kStart + 1)),
+                   now);  // 1st done, 2nd refused
         EXPECT_TRUE(tx->in_error());
         const auto done = tx->take_completions();
         ASSERT_EQ(done.size(), 3u);
@@ -1029,8 +1096,8 @@ TEST_F(SenderTest, LossyPathIsAvoidedAndRecovers) {
     now += 100'000;
     post_send(2, 8 * kMtu);
     const auto next = sent();
-    EXPECT_TRUE(std::any_of(next.begin(), next.end(),
-                            [](const Packet& p) { return p.bth.path == 2; }));
+    EXPECT_TRUE(
+        std::any_of(next.begin(), next.end(), [](const Packet& p) { return p.bth.path == 2; }));
     now += kRtt;
     ack(tx->oldest_unacked(), {}, 0, 2);
     EXPECT_EQ(tx->paths()[2].state, PathState::Active);

@@ -120,6 +120,14 @@ WorkRequest read_wr(std::uint64_t wr_id, std::uint64_t addr, std::uint32_t rkey,
     return wr;
 }
 
+WorkRequest send_with_inv_wr(std::uint64_t wr_id, std::vector<std::uint8_t> data,
+                             std::uint32_t invalidate_rkey) {
+    WorkRequest wr = send_wr(wr_id, std::move(data));
+    wr.opcode = WrOpcode::SendWithInv;
+    wr.invalidate_rkey = invalidate_rkey;
+    return wr;
+}
+
 SimPair::SimPair(const SimPairOptions& options) : net(options.seed) {
     QpConfig config_a =
         make_qp_config(kQpA, kQpB, options.a_sq_psn, options.b_sq_psn, options.mtu, options.paths);

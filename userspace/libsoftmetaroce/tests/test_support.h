@@ -48,6 +48,9 @@ WorkRequest write_wr(std::uint64_t wr_id, std::vector<std::uint8_t> data, std::u
                      std::uint32_t rkey);
 WorkRequest read_wr(std::uint64_t wr_id, std::uint64_t addr, std::uint32_t rkey,
                     std::uint32_t length);
+// A SEND with invalidate of the responder's key `invalidate_rkey`.
+WorkRequest send_with_inv_wr(std::uint64_t wr_id, std::vector<std::uint8_t> data,
+                             std::uint32_t invalidate_rkey);
 
 // Two QPs (A, B) connected through a SimNetwork, each with its own memory; completions are
 // collected after every event.

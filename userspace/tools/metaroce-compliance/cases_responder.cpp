@@ -472,8 +472,8 @@ void reread_completes_messages_it_passes(Env& env) {
     for (const Packet& p : c.send_message(psn_add(r, 4), 0, data)) c.send(p);
     c.collect(100);
     expect(!c.poll_recv(100).has_value(), "the SEND completed with PSNs before it missing");
-    c.send(c.read_request(psn_next(r), c.mr().addr() + 0x8000 + mtu, c.mr().rkey(), 3 * mtu, mtu,
-                          0, flag::kAckReq | flag::kRetx));
+    c.send(c.read_request(psn_next(r), c.mr().addr() + 0x8000 + mtu, c.mr().rkey(), 3 * mtu, mtu, 0,
+                          flag::kAckReq | flag::kRetx));
     const ibv_wc wc = c.expect_recv_completion(500);
     expect(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1 && wc.byte_len == 100,
            format("receive completion: wr_id %llu status %s len %u",
@@ -618,6 +618,55 @@ void send_too_long_for_wqe(Env& env) {
     c.expect_state(IBV_QPS_ERR);
     const ibv_wc flushed = c.expect_recv_completion();
     expect(flushed.status == IBV_WC_WR_FLUSH_ERR, "the next receive was not flushed");
+}
+
+// A SEND with invalidate (INV on its last packet, protocol.md section 6) whose key names no
+// fast-registration MR of the DUT QP's PD valid with it: REMOTE_INVALID_REQUEST NAK at the
+// INV packet's PSN, the receive completes with REM_INV_REQ_ERR, QP to error. The DUT QP is a
+// user-space QP, whose PD has no fast-registration MRs, so every key is invalid there: the
+// rkey of an ordinary MR of the PD (one-packet SEND), and an unknown key (the INV packet is
+// the second of two, after a first accepted).
+void send_with_inv_bad_key(Env& env) {
+    Conn c(env);
+    Conn unknown(env);
+    struct Variant {
+        Conn* conn;
+        std::uint32_t key;
+        std::size_t len;
+    };
+    const Variant variants[] = {
+        {&c, c.mr().rkey(), 64},
+        {&unknown, unknown.mr().rkey() ^ 0x5a5a5a00u, unknown.mtu() + 64},
+    };
+    for (const Variant& v : variants) {
+        Conn& k = *v.conn;
+        const Psn r = k.rq_psn();
+        k.post_recv(11, 0, 8192);
+        k.post_recv(12, 8192, 8192);
+        CounterCheck counters(env);
+        auto m = k.send_message(r, 0, bytes_of(v.len, 44));
+        m.back().bth.flags |= flag::kInv;
+        m.back().deth().imm = v.key;
+        const Psn inv_psn = m.back().bth.psn;
+        if (m.size() > 1) {
+            k.send(m[0]);
+            k.expect_ack(psn_next(r));
+        }
+        k.send(m.back());
+        const Packet nak = k.expect_nak(Syndrome::InvalidRequest, inv_psn);
+        expect(nak.ack().cum_psn == inv_psn,
+               "the refused SEND with invalidate was accepted: " + describe(nak));
+        k.expect_state(IBV_QPS_ERR);
+        const ibv_wc wc = k.expect_recv_completion();
+        expect(
+            wc.wr_id == 11 && wc.status == IBV_WC_REM_INV_REQ_ERR,
+            format("receive %llu completed with %s, expected 11 with REM_INV_REQ_ERR (key "
+                   "0x%08x)",
+                   static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status), v.key));
+        const ibv_wc flushed = k.expect_recv_completion();
+        expect(flushed.status == IBV_WC_WR_FLUSH_ERR, "the next receive was not flushed");
+        counters.expect_delta("tx_naks", 1, /*at_least=*/true);
+    }
 }
 
 void write_with_immediate(Env& env) {
@@ -879,9 +928,9 @@ void read_after_dereg(Env& env) {
     for (const Seen& s : seen) {
         const Packet& p = s.packet;
         if (p.bth.opcode == Opcode::ReadResponse) {
-            const bool leaked = !p.payload.empty() &&
-                                std::search(after.begin(), after.end(), p.payload.begin(),
-                                            p.payload.end()) != after.end();
+            const bool leaked =
+                !p.payload.empty() && std::search(after.begin(), after.end(), p.payload.begin(),
+                                                  p.payload.end()) != after.end();
             expect(false, format("a READ response after ibv_dereg_mr returned (%s): ",
                                  leaked ? "with the bytes written after it" : "old bytes") +
                               describe(p));
@@ -1005,6 +1054,11 @@ std::vector<Case> responder_cases() {
         {"send_too_long_for_wqe",
          "a SEND longer than the WQE: INVALID_REQUEST NAK, LOC_LEN_ERR completion, QP error",
          send_too_long_for_wqe},
+        {"send_with_inv_bad_key",
+         "a SEND with invalidate of a key the responder's PD has no fast-registration MR for "
+         "(an ordinary MR's rkey, an unknown key): REMOTE_INVALID_REQUEST NAK at the INV "
+         "packet's PSN, REM_INV_REQ_ERR completion, QP error",
+         send_with_inv_bad_key},
         {"write_with_immediate",
          "a WRITE with immediate is placed and consumes a receive WQE (RECV_RDMA_WITH_IMM)",
          write_with_immediate},

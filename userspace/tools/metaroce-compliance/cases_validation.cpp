@@ -108,12 +108,86 @@ void reserved_flags(Env& env) {
     Conn c(env);
     const auto before = snapshot(c);
     Dropper d(c);
-    for (const std::uint8_t f : {0x40, 0x80}) {
-        Packet p = d.write();
-        p.bth.flags |= f;
+    // 0x80 is the one reserved flag bit (0x40 is INV, valid on the last packet of a SEND only:
+    // inv_on_write and the cases after it).
+    for (Packet p : {d.write(), c.send_message(d.next_psn(), 0, bytes_of(16, 2))[0]}) {
+        p.bth.psn = d.next_psn();
+        p.bth.flags |= 0x80;
         d.drop(p);
     }
     expect_unplaced(c, before);
+    d.expect_counted("rx_malformed");
+}
+
+// INV (0x40) marks the last packet of a SEND with invalidate, with the key to invalidate in
+// the immediate field (protocol.md section 3). Each case below breaks one rule of it and must
+// be dropped and counted as malformed, with no state changed: nothing placed, no NAK, no
+// receive completed, the QP usable. (A well-formed one is NAKed by a DUT without fast-
+// registration MRs: send_with_inv_bad_key.)
+
+// INV before the last packet of a SEND: the first of two, a middle one of three.
+void inv_without_last(Env& env) {
+    Conn c(env);
+    c.post_recv(1, 0, 8192);
+    Dropper d(c);
+    const std::uint32_t mtu = c.mtu();
+    Packet first = c.base(Opcode::Send, d.next_psn(), flag::kFirst | flag::kInv);
+    first.ext = Deth{0, 0, 0, mtu + 16, c.mr().rkey()};
+    first.payload = bytes_of(mtu, 30);
+    d.drop(first);
+    Packet middle = c.base(Opcode::Send, d.next_psn(), flag::kInv | flag::kAckReq);
+    middle.ext = Deth{mtu, 0, 0, 3 * mtu, c.mr().rkey()};
+    middle.payload = bytes_of(mtu, 31);
+    d.drop(middle);
+    // With an immediate field of 0 too: INV itself is what is wrong there.
+    middle.bth.psn = d.next_psn();
+    middle.deth().imm = 0;
+    d.drop(middle);
+    expect(!c.poll_recv(50).has_value(), "a dropped SEND with INV completed a receive");
+    c.expect_state(IBV_QPS_RTS);
+    d.expect_counted("rx_malformed");
+}
+
+// INV together with IMM (the two share the immediate field): on a one-packet SEND and on the
+// last packet of a two-packet one.
+void inv_with_imm(Env& env) {
+    Conn c(env);
+    c.post_recv(1, 0, 8192);
+    Dropper d(c);
+    const std::uint32_t mtu = c.mtu();
+    Packet single = c.send_message(d.next_psn(), 0, bytes_of(32, 32), 0x1234)[0];
+    single.bth.flags |= flag::kInv;
+    single.deth().imm = c.mr().rkey();
+    d.drop(single);
+    Packet last = c.send_message(d.next_psn(), 0, bytes_of(mtu + 16, 33), 0x1234).back();
+    last.bth.psn = d.next_psn();
+    last.bth.flags |= flag::kInv;
+    d.drop(last);
+    expect(!c.poll_recv(50).has_value(), "a dropped SEND with INV and IMM completed a receive");
+    c.expect_state(IBV_QPS_RTS);
+    d.expect_counted("rx_malformed");
+}
+
+// INV on a WRITE (and on a WRITE with immediate): a flag the opcode does not allow.
+void inv_on_write(Env& env) {
+    Conn c(env);
+    c.post_recv(1, 0, 8192);
+    const auto before = snapshot(c);
+    Dropper d(c);
+    Packet w = d.write();
+    w.bth.flags |= flag::kInv;
+    w.deth().imm = c.mr().rkey();
+    d.drop(w);
+    w = d.write();
+    w.bth.flags |= flag::kInv;  // its immediate field 0
+    d.drop(w);
+    w = d.write();
+    w.bth.flags |= flag::kInv | flag::kImm;
+    w.deth().imm = 0x5678;
+    d.drop(w);
+    expect_unplaced(c, before);
+    expect(!c.poll_recv(50).has_value(), "a dropped WRITE with INV completed a receive");
+    c.expect_state(IBV_QPS_RTS);
     d.expect_counted("rx_malformed");
 }
 
@@ -462,7 +536,19 @@ std::vector<Case> validation_cases() {
         {"version_reserved_nibble", "a non-zero low nibble of byte 0: malformed",
          version_reserved_nibble},
         {"unknown_opcode", "opcodes outside section 3: malformed", unknown_opcode},
-        {"reserved_flags", "flag bits 0x40 and 0x80: malformed", reserved_flags},
+        {"reserved_flags", "flag bit 0x80 (WRITE, SEND): malformed", reserved_flags},
+        {"inv_without_last",
+         "INV on a SEND packet before the last (first of two, a middle one): malformed, no NAK, "
+         "no completion, QP unharmed",
+         inv_without_last},
+        {"inv_with_imm",
+         "INV with IMM on a SEND's last packet (one- and two-packet SENDs): malformed, no NAK, "
+         "no completion, QP unharmed",
+         inv_with_imm},
+        {"inv_on_write",
+         "INV on a WRITE (key, 0 and with IMM in the immediate field): malformed, not placed, "
+         "no completion, QP unharmed",
+         inv_on_write},
         {"reserved_bth_fields", "top bytes of dqpn/sqpn/PSN and the reserved half-word: malformed",
          reserved_bth_fields},
         {"stream_not_zero", "a stream other than 0 (version 1): malformed", stream_not_zero},

@@ -179,10 +179,13 @@ std::uint64_t PacketGen::pick_addr(const Target& t, std::uint32_t payload) {
 }
 
 std::uint8_t PacketGen::pick_flags() {
-    if (rng_.chance(40)) return static_cast<std::uint8_t>(rng_.below(64));   // every combination
+    // Every combination of the defined flags (flag::kAll), or any byte.
+    if (rng_.chance(40)) return static_cast<std::uint8_t>(rng_.below(flag::kAll + 1));
     if (rng_.chance(20)) return static_cast<std::uint8_t>(rng_.below(256));  // undefined bits
     return rng_.pick<std::uint8_t>({flag::kFirst | flag::kLast, flag::kFirst, flag::kLast, 0,
-                                    flag::kFirst | flag::kLast | flag::kImm | flag::kAckReq});
+                                    flag::kFirst | flag::kLast | flag::kImm | flag::kAckReq,
+                                    flag::kFirst | flag::kLast | flag::kInv | flag::kAckReq,
+                                    flag::kLast | flag::kInv, flag::kFirst | flag::kInv});
 }
 
 std::vector<std::uint8_t> PacketGen::payload(std::uint32_t n) {

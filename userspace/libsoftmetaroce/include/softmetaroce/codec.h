@@ -28,7 +28,8 @@ enum class ParseError : std::uint8_t {
     UnknownSyndrome,     // ACK syndrome not in section 3.3
     FieldMustBeZero,     // a field the opcode defines as 0 is not (e.g. SEND key, ACK nak_psn)
     InconsistentHeader,  // header fields contradict each other (ACK cum_psn vs BTH PSN, ...)
-    InconsistentFlags,   // FIRST/LAST disagree with the packet's offset and length
+    InconsistentFlags,   // FIRST/LAST disagree with the packet's offset and length, or
+                         // flags contradict each other (INV without LAST, INV with IMM)
     PayloadNotAllowed,   // READ_REQ or ACK with a payload
     PayloadTooLong,      // more payload than the segment size
     InconsistentLength,  // offset/payload/message length do not add up (section 3.1)

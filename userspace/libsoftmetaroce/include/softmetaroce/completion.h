@@ -41,6 +41,8 @@ struct Completion {
     WcOpcode opcode = WcOpcode::Send;
     std::uint32_t byte_len = 0;
     std::optional<std::uint32_t> imm;
+    // A receive of a SEND with invalidate: the key it named (IBV_WC_WITH_INV).
+    std::optional<std::uint32_t> invalidated_rkey;
     bool solicited = false;
     std::vector<std::uint8_t> read_data;  // a READ's result
 };

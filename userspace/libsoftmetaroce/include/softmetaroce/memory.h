@@ -1,10 +1,16 @@
 // The target memory model of a protection domain: registered regions with keys, bounds and
 // access rights, and the receive WQEs whose scatter lists point into them (protocol.md
 // section 6). Regions own their bytes, so tests can inspect exactly what was placed.
+//
+// Besides the regions registered once (ibv_reg_mr), fast-registration regions (ib_alloc_mr):
+// allocated without a registration, then registered under a key (IB_WR_REG_MR), found under
+// exactly that key like any region until the registration is invalidated, locally
+// (IB_WR_LOCAL_INV) or by a peer's SEND with invalidate, and registered again under another.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -65,6 +71,31 @@ class MemoryModel {
     std::span<std::uint8_t> region_bytes(std::uint32_t key);
     std::span<const std::uint8_t> region_bytes(std::uint32_t key) const;
 
+    // Fast registration. A fast-registration region is allocated with room for `max_length`
+    // bytes and no registration: no key names it. Returns its id.
+    using FastRegId = std::uint32_t;
+    FastRegId alloc_fast_reg_region(std::uint32_t max_length);
+    // Frees it (ib_dereg_mr), ending its registration if any. False if the id is unknown.
+    bool free_fast_reg_region(FastRegId id);
+    // Registers region `id` under `key` (lkey and rkey) for `length` bytes at `addr` with
+    // `access_flags`: each registration maps `length` fresh zeroed bytes. False, changing
+    // nothing, if the id is unknown, the region is registered already (invalidate it first),
+    // `length` exceeds its room, the key is taken by any region or the range wraps.
+    bool fast_register(FastRegId id, std::uint32_t key, std::uint64_t addr, std::uint32_t length,
+                       std::uint32_t access_flags);
+    // Whether `key` names a fast-registration region registered under exactly that key: what
+    // a SEND with invalidate may name (protocol.md section 6).
+    bool fast_reg_valid(std::uint32_t key) const;
+    // Ends the registration under `key`: from then on the key names nothing. Local
+    // invalidation (IB_WR_LOCAL_INV, the consumer's) and remote (a peer's SEND with
+    // invalidate, when it completes: Receiver) are the same. False, changing nothing, unless
+    // fast_reg_valid(key).
+    bool invalidate(std::uint32_t key);
+    // The key region `id` is registered under, if it is.
+    std::optional<std::uint32_t> fast_reg_key(FastRegId id) const;
+    // The bytes of region `id`'s latest registration, also once it has ended (for tests).
+    std::span<const std::uint8_t> fast_reg_bytes(FastRegId id) const;
+
   private:
     struct Region {
         std::uint64_t addr = 0;
@@ -72,9 +103,20 @@ class MemoryModel {
         std::vector<std::uint8_t> bytes;
     };
 
+    struct FastRegRegion {
+        std::uint32_t max_length = 0;
+        std::optional<std::uint32_t> key;  // the registration in force
+        Region region;                     // of the latest registration
+    };
+
     const Region* find(std::uint32_t key) const;
+    Region* find(std::uint32_t key);
+    bool key_taken(std::uint32_t key) const;
 
     std::map<std::uint32_t, Region> regions_;
+    std::map<FastRegId, FastRegRegion> fast_regs_;
+    std::map<std::uint32_t, FastRegId> fast_reg_keys_;  // the registrations in force
+    FastRegId next_fast_reg_id_ = 1;
 };
 
 }  // namespace metaroce

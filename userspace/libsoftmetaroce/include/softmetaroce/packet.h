@@ -34,6 +34,9 @@ inline constexpr std::uint8_t kImm = METAROCE_F_IMM;
 inline constexpr std::uint8_t kSolicited = METAROCE_F_SOLICITED;
 inline constexpr std::uint8_t kAckReq = METAROCE_F_ACK_REQ;
 inline constexpr std::uint8_t kRetx = METAROCE_F_RETX;
+// The last packet of a SEND with invalidate: deth.imm holds the receiver's key to invalidate.
+// Only on a SEND packet with LAST, never with IMM (protocol.md section 3).
+inline constexpr std::uint8_t kInv = METAROCE_F_INV;
 inline constexpr std::uint8_t kAll = METAROCE_F_ALL;
 }  // namespace flag
 

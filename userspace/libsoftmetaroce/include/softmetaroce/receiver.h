@@ -63,6 +63,12 @@ struct ReceiverCounters {
     std::uint64_t reads_executed = 0;
     std::uint64_t read_responses = 0;
     std::uint64_t messages_completed = 0;
+    // SENDs with invalidate: refused at arrival for a key no fast-registration region is
+    // valid with (INVALID_REQUEST NAK, also counted in invalid_naks); completed and their key
+    // invalidated; completed when the region was no longer valid with the key.
+    std::uint64_t invalidate_refused = 0;
+    std::uint64_t invalidations = 0;
+    std::uint64_t invalidations_ended_already = 0;
     std::uint64_t dropped_in_error = 0;
     std::uint64_t unexpected_opcode = 0;
 };
@@ -118,6 +124,7 @@ class Receiver {
         std::uint32_t msn = 0;
         std::uint32_t msg_len = 0;
         std::optional<std::uint32_t> imm;
+        std::optional<std::uint32_t> invalidate_rkey;  // a SEND with invalidate
         bool solicited = false;
     };
 
@@ -147,6 +154,9 @@ class Receiver {
         InvalidRequest,  // INVALID_REQUEST NAK, QP to error
         RemoteAccess,    // REMOTE_ACCESS NAK, QP to error
         LengthError,     // INVALID_REQUEST NAK, WQE completes with LOC_LEN_ERR, QP to error
+        // A SEND with invalidate of a key no fast-registration region is valid with:
+        // INVALID_REQUEST NAK, WQE completes with REM_INV_REQ_ERR, QP to error.
+        BadInvalidate,
     };
 
     struct FailedWqe {

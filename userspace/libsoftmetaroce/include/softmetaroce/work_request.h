@@ -6,7 +6,7 @@
 
 namespace metaroce {
 
-enum class WrOpcode : std::uint8_t { Send, SendWithImm, Write, WriteWithImm, Read };
+enum class WrOpcode : std::uint8_t { Send, SendWithImm, Write, WriteWithImm, Read, SendWithInv };
 
 // A send-queue work request. SEND and WRITE data is copied in at posting time; a READ's
 // result is returned in its completion (the model has no requester-side memory). Version 1
@@ -19,14 +19,21 @@ struct WorkRequest {
     std::uint32_t rkey = 0;          // WRITE, READ
     std::uint32_t read_length = 0;   // READ
     std::uint32_t imm = 0;           // *WithImm
-    bool solicited = false;          // SEND, WRITE with immediate: on the last packet
-    bool signaled = true;            // complete successfully with a completion
-    bool fence = false;              // wait for earlier READs to complete first
+    // SendWithInv: the responder's key it invalidates when the SEND completes (protocol.md
+    // section 6), carried in the last packet's immediate field with INV.
+    std::uint32_t invalidate_rkey = 0;
+    bool solicited = false;  // SEND, WRITE with immediate: on the last packet
+    bool signaled = true;    // complete successfully with a completion
+    bool fence = false;      // wait for earlier READs to complete first
 
     bool has_imm() const {
         return opcode == WrOpcode::SendWithImm || opcode == WrOpcode::WriteWithImm;
     }
-    bool is_send() const { return opcode == WrOpcode::Send || opcode == WrOpcode::SendWithImm; }
+    bool has_inv() const { return opcode == WrOpcode::SendWithInv; }
+    bool is_send() const {
+        return opcode == WrOpcode::Send || opcode == WrOpcode::SendWithImm ||
+               opcode == WrOpcode::SendWithInv;
+    }
     bool is_write() const { return opcode == WrOpcode::Write || opcode == WrOpcode::WriteWithImm; }
     bool is_read() const { return opcode == WrOpcode::Read; }
     // Whether the message consumes a receive WQE at the responder.
