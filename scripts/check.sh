@@ -1,6 +1,7 @@
 #!/bin/bash
 # make check: every test, with one summary line at the end.
-#   1. host unit tests (CTest: the provider, libsoftmetaroce)
+#   1. host unit tests (CTest: the provider, libsoftmetaroce; the kernel
+#      report scan of the VM tests on sample logs)
 #   2. libsoftmetaroce under AddressSanitizer and UBSan (clang), and the
 #      codec fuzzer for a bounded time (CHECK_FUZZ_SECONDS, default 30)
 #   3. the VM selftests (selftests/run.sh), which boot Debian's kernel
@@ -38,6 +39,11 @@ echo "=== host unit tests"
 (cd "$BUILD/userspace" && ctest --output-on-failure -j "$JOBS") 2>&1 |
 	tee "$BUILD/ctest.log"
 count $(ctest_counts "$BUILD/ctest.log")
+
+echo "=== kernel report scan (the VM tests' dmesg rules, on sample logs)"
+selftests/vm/test-bench.sh --host 2>&1 | tee "$BUILD/test-bench.log"
+count "$(grep -cE '^ok [0-9]+' "$BUILD/test-bench.log")" \
+	"$(grep -cE '^not ok [0-9]+' "$BUILD/test-bench.log")"
 
 echo "=== libsoftmetaroce with ASan and UBSan (clang), codec fuzzer"
 san=$BUILD/sanitize

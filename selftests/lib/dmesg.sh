@@ -43,12 +43,24 @@ for _p in "${_dmesg_patterns[@]}"; do
 done
 unset _p
 
-# _dmesg_drop_ignored: read report candidates (grep output) on stdin, drop the ignored ones, print the rest; return 1 if any.
+# _dmesg_drop_ignored: read report candidates (grep output) on stdin, drop
+# the ignored ones, print the rest; return 1 if any.  An ignored WARNING's
+# "Call Trace:" (the next candidate, within a second of it) is part of the
+# same report and is dropped with it.
 _dmesg_drop_ignored() {
-	local line pat found=0
+	local line pat found=0 warned=
 	while IFS= read -r line; do
+		if [[ -n $warned && $line =~ ^\[\ *([0-9]+)\.[0-9]+\]\ Call\ Trace: ]] &&
+			((BASH_REMATCH[1] - warned <= 1)); then
+			warned=
+			continue
+		fi
+		warned=
 		for pat in "${_dmesg_ignore[@]}"; do
-			[[ $line =~ $pat ]] && continue 2
+			[[ $line =~ $pat ]] || continue
+			[[ $line =~ ^\[\ *([0-9]+)\.[0-9]+\]\ WARNING: ]] &&
+				warned=${BASH_REMATCH[1]}
+			continue 2
 		done
 		printf '%s\n' "$line"
 		found=1
