@@ -30,6 +30,7 @@ SUITES=(
 	"perftest-netns:1:0:selftests/metaroce/perftest.sh"
 	"perftest-2vm:2:1:selftests/metaroce/perftest.sh"
 	"consumers:2:2:selftests/metaroce/consumers.sh"
+	"nvme:2:2:selftests/metaroce/nvme.sh"
 	"verbs:1:0:selftests/metaroce/verbs.sh"
 	"interop:1:0:selftests/metaroce/interop.sh"
 	"compliance:1:0:selftests/metaroce/compliance.sh"

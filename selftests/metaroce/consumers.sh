@@ -17,21 +17,17 @@
 # test prints them as a table.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/guest.sh"
+source "$(dirname "$0")/side_by_side.sh"
 
 TIMEOUT=${CONSUMERS_TIMEOUT:-180}
 DEVS=(mr0 rxe0)
 FIGURES=$VM_SCRATCH/consumers-figures.txt
 MPI_DIR=$(cd "$(dirname "$0")/mpi" && pwd)
 
-# The link a device is on, and the server's (VM 0's) address there.
-dev_link() { [[ $1 == mr0 ]] && echo 0 || echo 1; }
-server_ip() { vm_link_ip "$(dev_link "$1")" 0; }
-
 # The index of DEV's RoCEv2 GID for its link's IPv4 address.
 gid_index() {
 	local dir=/sys/class/infiniband/$1/ports/1 want i
-	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' \
-		$(vm_link_ip "$(dev_link "$1")" | tr . ' '))
+	want=$(dev_ipv4_gid "$1")
 	for ((i = 0; i < 16; i++)); do
 		[[ $(cat "$dir/gids/$i" 2>/dev/null) == "$want" &&
 			$(cat "$dir/gid_attrs/types/$i" 2>/dev/null) == "RoCE v2" ]] &&
@@ -42,18 +38,10 @@ gid_index() {
 }
 
 setup() {
-	metaroce_load
-	modprobe rdma_rxe
+	side_by_side_setup
 	modprobe rdma_ucm
-	vm_link_setup
-	rdma link add mr0 type metaroce netdev "$(vm_link_if 0)"
-	rdma link add rxe0 type rxe netdev "$(vm_link_if 1)"
 	wait_until 10 gid_index mr0
 	wait_until 10 gid_index rxe0
-	rdma link show
-	# The peer's addresses resolve before any connection is made.
-	busybox ping -c 1 -W 5 "$(vm_link_ip 0 "$VM_PEER_INDEX")" >/dev/null
-	busybox ping -c 1 -W 5 "$(vm_link_ip 1 "$VM_PEER_INDEX")" >/dev/null
 	((VM_INDEX == 1)) && : >"$FIGURES"
 	return 0
 }
@@ -94,19 +82,6 @@ duo() {
 		vm_wait "duo.$port.rc.$VM_PEER_INDEX") || peer=1
 	echo "exit status: this VM $rc, the other $peer"
 	((rc == 0 && peer == 0))
-}
-
-# figure DEV TEST VALUE UNIT: a measured value, from the VM that measured
-# it (FIGURE_VM, default 1: the client).
-figure() {
-	((VM_INDEX == ${FIGURE_VM:-1})) || return 0
-	if ! [[ $3 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
-		echo "no figure in the output (got '$3')"
-		[[ $1 == mr0 ]] && return 1
-		return 0
-	fi
-	echo "figure: $*"
-	echo "$*" >>"$FIGURES"
 }
 
 # outcome DEV STATUS: mr0 passes or fails; rxe0 passes or skips, saying why.
@@ -162,19 +137,6 @@ ucx() {
 	fi
 }
 
-# lossy DEV CMD...: CMD with netem dropping 1% of the packets each VM
-# sends on DEV's link, so both directions lose 1%.
-lossy() {
-	local ifc rc=0
-	ifc=$(vm_link_if "$(dev_link "$1")")
-	shift
-	tc qdisc replace dev "$ifc" root netem loss 1%
-	# In a subshell: a skip (tap_skip exits) must not leave the loss on.
-	("$@") || rc=$?
-	tc qdisc del dev "$ifc" root
-	return "$rc"
-}
-
 # ucx_lossy DEV TLS TEST SIZE ITERS [ARGS...]: ucx with 1% loss each way,
 # and the share of the lossless run's figure it kept.
 ucx_lossy() {
@@ -182,16 +144,6 @@ ucx_lossy() {
 	UCX_LABEL="$tls, 1% loss" lossy "$dev" ucx "$@"
 	kept "$dev" "ucx_perftest $test $size B ($tls)" \
 		"ucx_perftest $test $size B ($tls, 1% loss)"
-}
-
-# kept DEV LOSSLESS LOSSY: the share of figure LOSSLESS that LOSSY kept.
-kept() {
-	((VM_INDEX == 1)) || return 0
-	local a b
-	a=$(awk -v d="$1" -v t="$2" '$1 == d && index($0, t) == length(d) + 2 { print $(NF - 1) }' "$FIGURES")
-	b=$(awk -v d="$1" -v t="$3" '$1 == d && index($0, t) == length(d) + 2 { print $(NF - 1) }' "$FIGURES")
-	[[ -n $a && -n $b ]] || return 0
-	figure "$1" "$3, kept" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", 100 * b / a }')" %
 }
 
 srq_pingpong() {
@@ -278,20 +230,6 @@ mpi() {
 	outcome "$dev" "$rc"
 	FIGURE_VM=0 figure "$dev" "Open MPI ping-pong 1 MiB" \
 		"$(awk '/^ping-pong 1048576 bytes/ { print $4 }' <<<"$out")" us
-}
-
-figures_table() {
-	((VM_INDEX == 1)) || return 0
-	echo "| test | mr0 | rxe0 |"
-	echo "|---|---|---|"
-	awk '{ dev = $1; unit = $NF; val = $(NF - 1); $1 = ""; $NF = ""; $(NF - 1) = "";
-	       sub(/^ +/, ""); sub(/ +$/, ""); key = $0
-	       if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-	       v[key, dev] = val " " unit }
-	     END { for (i = 1; i <= n; i++) {
-		     k = order[i]
-		     printf "| %s | %s | %s |\n", k, ((k, "mr0") in v ? v[k, "mr0"] : "fails"),
-			    ((k, "rxe0") in v ? v[k, "rxe0"] : "fails") } }' "$FIGURES"
 }
 
 tap_plan $((1 + 15 * ${#DEVS[@]} + 1))
