@@ -10,6 +10,7 @@
  *   metaroce_post.c  posting: ibv_post_send/recv, the ibv_qp_ex WR API,
  *                    doorbells
  *   metaroce_poll.c  ibv_poll_cq
+ *   metaroce_cq_ex.c the ibv_cq_ex poll API (start/next/end_poll, read_*)
  *   metaroce_wqe.c   WQE/CQE formats (pure; unit tested)
  *   metaroce_ring.c  mmap of the kernel's rings (arithmetic: metaroce_ring.h)
  */
@@ -54,11 +55,22 @@ struct metaroce_ah {
 };
 
 struct metaroce_cq {
-	struct ibv_cq ibv_cq;
-	pthread_spinlock_t lock;	/* poll_cq, resize_cq */
+	struct verbs_cq vcq;	/* first: ibv_cq and ibv_cq_ex */
+	/* poll_cq, the ibv_cq_ex batch, resize_cq */
+	pthread_spinlock_t lock;
 	struct metaroce_ring ring;	/* kernel produces, we consume */
 	/* resize_cq could not map the kernel's new ring: polls fail. */
 	bool broken;
+	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the lock is never taken. */
+	bool single_threaded;
+
+	/*
+	 * ibv_cq_ex batch between start_poll() and end_poll(), under lock:
+	 * the entries read past ring.index (given back at end_poll()), and
+	 * the current one, translated, which the read_*() callbacks return.
+	 */
+	uint32_t ex_polled;
+	struct ibv_wc ex_wc;
 };
 
 /* A send or receive queue: the provider produces, the kernel consumes. */
@@ -129,7 +141,12 @@ static inline struct metaroce_ah *to_mah(struct ibv_ah *ibah)
 
 static inline struct metaroce_cq *to_mcq(struct ibv_cq *ibcq)
 {
-	return container_of(ibcq, struct metaroce_cq, ibv_cq);
+	return container_of(ibcq, struct metaroce_cq, vcq.cq);
+}
+
+static inline struct metaroce_cq *cqx_to_mcq(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct metaroce_cq, vcq.cq_ex);
 }
 
 static inline struct metaroce_qp *to_mqp(struct ibv_qp *ibqp)
@@ -155,9 +172,53 @@ struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe);
 int metaroce_destroy_cq(struct ibv_cq *ibcq);
 
-/* --- metaroce_poll.c ----------------------------------------------------- */
+/* --- CQ data path (metaroce_poll.c, metaroce_cq_ex.c) -------------------- */
+
+static inline void metaroce_cq_lock(struct metaroce_cq *cq)
+{
+	if (!cq->single_threaded)
+		pthread_spin_lock(&cq->lock);
+}
+
+static inline void metaroce_cq_unlock(struct metaroce_cq *cq)
+{
+	if (!cq->single_threaded)
+		pthread_spin_unlock(&cq->lock);
+}
+
+/*
+ * Translates the entry @ahead slots past the consumer index into @wc, for
+ * ibv_poll_cq() and the ibv_cq_ex API alike.  The caller holds the lock
+ * and has seen at least @ahead + 1 entries available.
+ */
+static inline void metaroce_cq_read_wc(const struct metaroce_cq *cq,
+				       uint32_t ahead, struct ibv_wc *wc)
+{
+	struct metaroce_cqe cqe;
+
+	/* Copy first: each field of the shared slot is read once. */
+	cqe = *(const struct metaroce_cqe *)
+		metaroce_ring_slot(&cq->ring, cq->ring.index + ahead);
+	metaroce_cqe_to_wc(&cqe, wc);
+}
 
 int metaroce_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+
+/* The ibv_wc_read_*() fields a CQE carries (no timestamp, VLAN, tag). */
+#define METAROCE_CQ_WC_FLAGS IBV_WC_STANDARD_FLAGS
+
+/*
+ * Checks an ibv_create_cq_ex() request: 0, EOPNOTSUPP for what MetaRoCE
+ * does not offer (wc_flags beyond METAROCE_CQ_WC_FLAGS, a parent domain,
+ * create flags other than IBV_CREATE_CQ_ATTR_SINGLE_THREADED), EINVAL for
+ * comp_mask bits libibverbs does not define.
+ */
+int metaroce_cq_ex_check(const struct ibv_cq_init_attr_ex *attr);
+/*
+ * Installs the ibv_cq_ex poll callbacks, the read_*() ones for the fields
+ * @wc_flags (already checked) asks for.
+ */
+void metaroce_cq_init_poll_ex(struct metaroce_cq *cq, uint64_t wc_flags);
 
 /* --- metaroce_qp.c ------------------------------------------------------- */
 

@@ -22,7 +22,7 @@ struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 	if (!cq)
 		return NULL;
 
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq,
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->vcq.cq,
 				&cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
 	if (ret)
@@ -41,12 +41,12 @@ struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 	ret = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	if (ret)
 		goto err_unmap;
-	return &cq->ibv_cq;
+	return &cq->vcq.cq;
 
 err_unmap:
 	metaroce_ring_unmap(&cq->ring);
 err_destroy:
-	ibv_cmd_destroy_cq(&cq->ibv_cq);
+	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_free:
 	free(cq);
 	errno = ret;
@@ -67,7 +67,7 @@ int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct metaroce_ring ring = {};
 	int ret;
 
-	pthread_spin_lock(&cq->lock);
+	metaroce_cq_lock(cq);
 	if (cq->broken) {
 		ret = EIO;
 		goto out;
@@ -95,7 +95,7 @@ int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe)
 	cq->ring = ring;
 	cq->ring.index = cq->ring.hdr->consumer;	/* 0 */
 out:
-	pthread_spin_unlock(&cq->lock);
+	metaroce_cq_unlock(cq);
 	return ret;
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Unit tests of the provider's data path, compiled together with
- * metaroce_post.c, metaroce_poll.c and metaroce_wqe.c: ring arithmetic,
- * WQE and CQE formats, ibv_post_send()/ibv_post_recv(), the ibv_qp_ex
- * work-request API, ibv_poll_cq() and the doorbell protocol.
+ * metaroce_post.c, metaroce_poll.c, metaroce_cq_ex.c and metaroce_wqe.c:
+ * ring arithmetic, WQE and CQE formats, ibv_post_send()/ibv_post_recv(), the ibv_qp_ex
+ * work-request API, ibv_poll_cq(), the ibv_cq_ex poll API and the
+ * doorbell protocol.
  *
  * The rings live in ordinary memory and the test plays the kernel: it
  * reads WQEs, moves consumer indices, writes CQEs and sets doorbell_needed.
@@ -869,7 +870,7 @@ static void test_poll_cq(void)
 	int i;
 
 	memset(wc, 0xee, sizeof(wc));
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 8, wc), 0);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 8, wc), 0);
 
 	for (i = 0; i < 3; i++) {
 		memset(&cqe, 0, sizeof(cqe));
@@ -888,7 +889,7 @@ static void test_poll_cq(void)
 		kernel_cqe(cq, &cqe);
 	}
 
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 2, wc), 2);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 2, wc), 2);
 	CHECK_EQ(cq->ring.hdr->consumer, 0);		/* wrapped */
 	CHECK_EQ(wc[0].wr_id, 1000);
 	CHECK_EQ(wc[0].status, IBV_WC_SUCCESS);
@@ -906,26 +907,26 @@ static void test_poll_cq(void)
 	CHECK_EQ(wc[1].wc_flags, 0);
 	CHECK_EQ(wc[1].imm_data, 0);
 
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 8, wc), 1);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 8, wc), 1);
 	CHECK_EQ(wc[0].wr_id, 1002);
 	CHECK_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 	CHECK_EQ(wc[0].vendor_err, 0x33);
 	CHECK_EQ(cq->ring.hdr->consumer, 1);
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 8, wc), 0);
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 0, wc), 0);
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, -1, wc), 0);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 8, wc), 0);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 0, wc), 0);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, -1, wc), 0);
 
 	/* A full ring: all 4 entries. */
 	for (i = 0; i < 4; i++) {
 		cqe.wr_id = 2000 + i;
 		kernel_cqe(cq, &cqe);
 	}
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 8, wc), 4);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 8, wc), 4);
 	CHECK_EQ(wc[3].wr_id, 2003);
 
 	cq->broken = true;
 	kernel_cqe(cq, &cqe);
-	CHECK_EQ(metaroce_poll_cq(&cq->ibv_cq, 8, wc), -1);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 8, wc), -1);
 	free_cq(cq);
 }
 
@@ -1005,6 +1006,330 @@ static void test_send_with_invalidate(void)
 	metaroce_cqe_to_wc(&cqe, &wc);
 	CHECK_EQ(wc.wc_flags, IBV_WC_WITH_INV);
 	CHECK_EQ(wc.invalidated_rkey, 0xabcdef01);
+}
+
+/* --- the ibv_cq_ex poll API ------------------------------------------------ */
+
+static struct metaroce_cq *make_cq_ex(uint32_t entries, uint32_t start,
+				      uint64_t wc_flags)
+{
+	struct metaroce_cq *cq = make_cq(entries, start);
+
+	metaroce_cq_init_poll_ex(cq, wc_flags);
+	return cq;
+}
+
+/* Whether a batch still holds the CQ lock (a poller would have to wait). */
+static bool cq_locked(struct metaroce_cq *cq)
+{
+	if (pthread_spin_trylock(&cq->lock))
+		return true;
+	pthread_spin_unlock(&cq->lock);
+	return false;
+}
+
+/* One CQE of each kind the kernel writes, read back through ibv_cq_ex. */
+static void test_cq_ex_poll(void)
+{
+	struct metaroce_cq *cq = make_cq_ex(8, 0xfffffffdu,
+					    METAROCE_CQ_WC_FLAGS);
+	struct ibv_cq_ex *x = &cq->vcq.cq_ex;
+	struct ibv_poll_cq_attr attr = {};
+	struct metaroce_cqe cqe;
+	uint32_t c0 = cq->ring.index;
+
+	CHECK(x->read_byte_len && x->read_imm_data && x->read_qp_num &&
+	      x->read_src_qp && x->read_slid && x->read_sl &&
+	      x->read_dlid_path_bits && x->read_wc_flags);
+	CHECK(!x->read_completion_ts && !x->read_cvlan && !x->read_flow_tag);
+
+	/* Empty: ENOENT, and no batch was started. */
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+	CHECK(!cq_locked(cq));
+
+	/* A SEND completed on the send queue of QP 0x11. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 501;
+	cqe.opcode = IBV_WC_SEND;
+	cqe.qp_num = 0x11;
+	kernel_cqe(cq, &cqe);
+	/* A SEND with immediate received (on an SRQ: the QP is still named). */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 502;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.byte_len = 4000;
+	cqe.qp_num = 0x12;
+	cqe.flags = METAROCE_CQE_WITH_IMM;
+	cqe.imm_data = htobe32(0xfeedbeef);
+	kernel_cqe(cq, &cqe);
+	/* A SEND with invalidate received. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 503;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.byte_len = 7;
+	cqe.qp_num = 0x12;
+	cqe.flags = METAROCE_CQE_WITH_INV;
+	cqe.invalidated_rkey = 0x00abcd01;
+	kernel_cqe(cq, &cqe);
+	/* A datagram over IPv4 from QP 0x77. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 504;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.byte_len = 40 + 64;
+	cqe.qp_num = 0x13;
+	cqe.src_qp = 0x77;
+	cqe.flags = METAROCE_CQE_GRH;
+	cqe.network_hdr_type = METAROCE_NETWORK_IPV4;
+	kernel_cqe(cq, &cqe);
+	/* A WRITE with immediate received. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 505;
+	cqe.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	cqe.byte_len = 600;
+	cqe.qp_num = 0x12;
+	cqe.flags = METAROCE_CQE_WITH_IMM;
+	cqe.imm_data = htobe32(42);
+	kernel_cqe(cq, &cqe);
+	/* A WRITE the peer refused. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 506;
+	cqe.status = IBV_WC_REM_ACCESS_ERR;
+	cqe.opcode = IBV_WC_RDMA_WRITE;
+	cqe.vendor_err = 0x44;
+	cqe.qp_num = 0x11;
+	kernel_cqe(cq, &cqe);
+
+	CHECK_EQ(ibv_start_poll(x, &attr), 0);
+	CHECK(cq_locked(cq));
+	CHECK_EQ(x->wr_id, 501);
+	CHECK_EQ(x->status, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_wc_read_opcode(x), IBV_WC_SEND);
+	CHECK_EQ(ibv_wc_read_qp_num(x), 0x11);
+	CHECK_EQ(ibv_wc_read_wc_flags(x), 0);
+	CHECK_EQ(ibv_wc_read_vendor_err(x), 0);
+
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 502);
+	CHECK_EQ(ibv_wc_read_opcode(x), IBV_WC_RECV);
+	CHECK_EQ(ibv_wc_read_byte_len(x), 4000);
+	CHECK_EQ(ibv_wc_read_wc_flags(x), IBV_WC_WITH_IMM);
+	CHECK_EQ(ibv_wc_read_imm_data(x), htobe32(0xfeedbeef));
+	CHECK_EQ(ibv_wc_read_qp_num(x), 0x12);
+	CHECK_EQ(ibv_wc_read_src_qp(x), 0);
+
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 503);
+	CHECK_EQ(ibv_wc_read_wc_flags(x), IBV_WC_WITH_INV);
+	CHECK_EQ(ibv_wc_read_invalidated_rkey(x), 0x00abcd01);
+	CHECK_EQ(ibv_wc_read_byte_len(x), 7);
+
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 504);
+	CHECK_EQ(ibv_wc_read_wc_flags(x), IBV_WC_GRH);
+	CHECK_EQ(ibv_wc_read_src_qp(x), 0x77);
+	CHECK_EQ(ibv_wc_read_sl(x), METAROCE_WC_SL_IPV4);
+	CHECK_EQ(ibv_wc_read_byte_len(x), 104);
+	CHECK_EQ(ibv_wc_read_slid(x), 0);
+	CHECK_EQ(ibv_wc_read_dlid_path_bits(x), 0);
+
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 505);
+	CHECK_EQ(ibv_wc_read_opcode(x), IBV_WC_RECV_RDMA_WITH_IMM);
+	CHECK_EQ(ibv_wc_read_imm_data(x), htobe32(42));
+	CHECK_EQ(ibv_wc_read_byte_len(x), 600);
+
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 506);
+	CHECK_EQ(x->status, IBV_WC_REM_ACCESS_ERR);
+	CHECK_EQ(ibv_wc_read_vendor_err(x), 0x44);
+	CHECK_EQ(ibv_wc_read_opcode(x), IBV_WC_RDMA_WRITE);
+
+	/* The end: ENOENT, the batch still open, nothing given back yet. */
+	CHECK_EQ(ibv_next_poll(x), ENOENT);
+	CHECK_EQ(x->wr_id, 506);
+	CHECK(cq_locked(cq));
+	CHECK_EQ(cq->ring.hdr->consumer, c0);
+	ibv_end_poll(x);
+	CHECK(!cq_locked(cq));
+	CHECK_EQ(cq->ring.index, c0 + 6);
+	CHECK_EQ(cq->ring.hdr->consumer, c0 + 6);		/* wrapped */
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+
+	/* Another entry arrives during a batch: next_poll() finds it. */
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.wr_id = 507;
+	kernel_cqe(cq, &cqe);
+	CHECK_EQ(ibv_start_poll(x, &attr), 0);
+	CHECK_EQ(x->wr_id, 507);
+	CHECK_EQ(ibv_next_poll(x), ENOENT);
+	cqe.wr_id = 508;
+	kernel_cqe(cq, &cqe);
+	CHECK_EQ(ibv_next_poll(x), 0);
+	CHECK_EQ(x->wr_id, 508);
+	ibv_end_poll(x);
+	CHECK_EQ(cq->ring.hdr->consumer, c0 + 8);
+
+	/* attr->comp_mask has no bits defined yet. */
+	attr.comp_mask = 1;
+	kernel_cqe(cq, &cqe);
+	CHECK_EQ(ibv_start_poll(x, &attr), EINVAL);
+	CHECK(!cq_locked(cq));
+	attr.comp_mask = 0;
+
+	/* The same CQ polled with ibv_poll_cq(), as libibverbs allows. */
+	{
+		struct ibv_wc wc;
+
+		memset(&wc, 0xee, sizeof(wc));
+		CHECK_EQ(metaroce_poll_cq(ibv_cq_ex_to_cq(x), 1, &wc), 1);
+		CHECK_EQ(wc.wr_id, 508);
+		CHECK_EQ(cq->ring.hdr->consumer, c0 + 9);
+	}
+
+	/* A CQ whose ring cannot be seen (resize failed): EIO, no batch. */
+	cq->broken = true;
+	kernel_cqe(cq, &cqe);
+	CHECK_EQ(ibv_start_poll(x, &attr), EIO);
+	CHECK(!cq_locked(cq));
+	free_cq(cq);
+}
+
+/*
+ * The ring header is user-writable: a producer index from anywhere but
+ * the kernel must neither make the provider read past the ring nor give
+ * back slots it never read, and the consumer index in the header is only
+ * a copy of ours.
+ */
+static void test_cq_ex_garbage_indices(void)
+{
+	struct metaroce_cq *cq = make_cq_ex(4, 0xfffffffeu, IBV_WC_EX_WITH_BYTE_LEN);
+	struct ibv_cq_ex *x = &cq->vcq.cq_ex;
+	struct ibv_poll_cq_attr attr = {};
+	struct metaroce_cqe cqe = {};
+	uint32_t c0 = cq->ring.index;
+	int i;
+
+	/* More than a ring ahead: nothing is there. */
+	cq->ring.hdr->producer = c0 + 5;
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+	cq->ring.hdr->producer = c0 - 1;
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+	cq->ring.hdr->producer = 0x80000000u;
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+	CHECK_EQ(cq->ring.index, c0);
+
+	/* Two real entries, and a scribbled consumer index. */
+	cq->ring.hdr->producer = c0;
+	for (i = 0; i < 2; i++) {
+		cqe.wr_id = 600 + i;
+		cqe.byte_len = 10 + i;
+		kernel_cqe(cq, &cqe);
+	}
+	cq->ring.hdr->consumer = 0x12345678;
+	CHECK_EQ(ibv_start_poll(x, &attr), 0);
+	CHECK_EQ(x->wr_id, 600);
+	/* The producer jumps beyond the ring mid-batch: nothing more. */
+	cq->ring.hdr->producer = c0 + 100;
+	CHECK_EQ(ibv_next_poll(x), ENOENT);
+	/* It goes back behind what was read: still nothing. */
+	cq->ring.hdr->producer = c0;
+	CHECK_EQ(ibv_next_poll(x), ENOENT);
+	ibv_end_poll(x);
+	/* Only the one entry read is given back, from our own index. */
+	CHECK_EQ(cq->ring.index, c0 + 1);
+	CHECK_EQ(cq->ring.hdr->consumer, c0 + 1);
+
+	cq->ring.hdr->producer = c0 + 2;
+	CHECK_EQ(ibv_start_poll(x, &attr), 0);
+	CHECK_EQ(x->wr_id, 601);
+	CHECK_EQ(ibv_wc_read_byte_len(x), 11);
+	CHECK_EQ(ibv_next_poll(x), ENOENT);
+	ibv_end_poll(x);
+	CHECK_EQ(cq->ring.hdr->consumer, c0 + 2);
+	free_cq(cq);
+}
+
+/* What ibv_create_cq_ex() accepts, and the callbacks each wc_flags gets. */
+static void test_cq_ex_attrs(void)
+{
+	static const struct {
+		uint64_t wc_flags;
+		uint32_t comp_mask, flags;
+		int err;
+	} cases[] = {
+		{ 0, 0, 0, 0 },
+		{ IBV_WC_STANDARD_FLAGS, 0, 0, 0 },
+		{ IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, 0, 0, EOPNOTSUPP },
+		{ IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, 0, 0,
+		  EOPNOTSUPP },
+		{ IBV_WC_EX_WITH_CVLAN, 0, 0, EOPNOTSUPP },
+		{ IBV_WC_EX_WITH_FLOW_TAG, 0, 0, EOPNOTSUPP },
+		{ IBV_WC_EX_WITH_TM_INFO, 0, 0, EOPNOTSUPP },
+		{ IBV_WC_EX_WITH_BYTE_LEN | (1ull << 40), 0, 0, EOPNOTSUPP },
+		{ 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		  IBV_CREATE_CQ_ATTR_SINGLE_THREADED, 0 },
+		{ 0, IBV_CQ_INIT_ATTR_MASK_FLAGS, 0, 0 },
+		{ 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		  IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN, EOPNOTSUPP },
+		{ 0, IBV_CQ_INIT_ATTR_MASK_FLAGS, 1u << 7, EOPNOTSUPP },
+		/* Flags without the mask bit are not looked at. */
+		{ 0, 0, 0xffffffffu, 0 },
+		{ 0, IBV_CQ_INIT_ATTR_MASK_PD, 0, EOPNOTSUPP },
+		{ 0, 1u << 2, 0, EINVAL },
+		{ 0, 1u << 31, 0, EINVAL },
+	};
+	struct ibv_cq_init_attr_ex attr;
+	struct metaroce_cq *cq;
+	size_t i;
+	int err;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.cqe = 16;
+		attr.wc_flags = cases[i].wc_flags;
+		attr.comp_mask = cases[i].comp_mask;
+		attr.flags = cases[i].flags;
+		err = metaroce_cq_ex_check(&attr);
+		if (err != cases[i].err)
+			fprintf(stderr, "attribute case %zu:\n", i);
+		CHECK_EQ(err, cases[i].err);
+	}
+
+	/* Only the fields asked for get a read_*() callback. */
+	cq = make_cq_ex(4, 0, IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_SL);
+	CHECK(cq->vcq.cq_ex.start_poll && cq->vcq.cq_ex.next_poll &&
+	      cq->vcq.cq_ex.end_poll && cq->vcq.cq_ex.read_opcode &&
+	      cq->vcq.cq_ex.read_vendor_err && cq->vcq.cq_ex.read_wc_flags);
+	CHECK(cq->vcq.cq_ex.read_imm_data && cq->vcq.cq_ex.read_sl);
+	CHECK(!cq->vcq.cq_ex.read_byte_len && !cq->vcq.cq_ex.read_qp_num &&
+	      !cq->vcq.cq_ex.read_src_qp && !cq->vcq.cq_ex.read_slid &&
+	      !cq->vcq.cq_ex.read_dlid_path_bits);
+	free_cq(cq);
+}
+
+/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the same results, no lock taken. */
+static void test_cq_ex_single_threaded(void)
+{
+	struct metaroce_cq *cq = make_cq_ex(4, 0, METAROCE_CQ_WC_FLAGS);
+	struct ibv_cq_ex *x = &cq->vcq.cq_ex;
+	struct ibv_poll_cq_attr attr = {};
+	struct metaroce_cqe cqe = {};
+	struct ibv_wc wc;
+
+	cq->single_threaded = true;
+	cqe.wr_id = 700;
+	kernel_cqe(cq, &cqe);
+	cqe.wr_id = 701;
+	kernel_cqe(cq, &cqe);
+	CHECK_EQ(ibv_start_poll(x, &attr), 0);
+	CHECK(!cq_locked(cq));
+	CHECK_EQ(x->wr_id, 700);
+	ibv_end_poll(x);
+	CHECK_EQ(metaroce_poll_cq(&cq->vcq.cq, 4, &wc), 1);
+	CHECK_EQ(wc.wr_id, 701);
+	CHECK_EQ(ibv_start_poll(x, &attr), ENOENT);
+	CHECK_EQ(cq->ring.hdr->consumer, 2);
+	free_cq(cq);
 }
 
 /* --- SRQs ------------------------------------------------------------------ */
@@ -1197,10 +1522,29 @@ static void test_concurrent_posts(void)
 
 struct poll_ctx {
 	struct metaroce_cq *cq;
+	bool ex;		/* polls with the ibv_cq_ex API */
 	unsigned char *seen;
 	unsigned long got;
 	unsigned long *total;
 };
+
+/* Up to @ne completions through start/next/end_poll, as ibv_poll_cq(). */
+static int poll_ex(struct ibv_cq_ex *x, int ne, struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr attr = {};
+	int n = 0;
+
+	if (ibv_start_poll(x, &attr))
+		return 0;
+	do {
+		wc[n].wr_id = x->wr_id;
+		wc[n].status = x->status;
+		wc[n].byte_len = ibv_wc_read_byte_len(x);
+		n++;
+	} while (n < ne && !ibv_next_poll(x));
+	ibv_end_poll(x);
+	return n;
+}
 
 static void *poller(void *arg)
 {
@@ -1211,7 +1555,10 @@ static void *poller(void *arg)
 	int n, i;
 
 	while (__atomic_load_n(pc->total, __ATOMIC_RELAXED) < CQES) {
-		n = metaroce_poll_cq(&pc->cq->ibv_cq, 5, wc);
+		if (pc->ex)
+			n = poll_ex(&pc->cq->vcq.cq_ex, 5, wc);
+		else
+			n = metaroce_poll_cq(&pc->cq->vcq.cq, 5, wc);
 		CHECK(n >= 0);
 		for (i = 0; i < n; i++) {
 			CHECK(wc[i].wr_id < CQES);
@@ -1257,9 +1604,11 @@ static void *cq_producer(void *arg)
 	return NULL;
 }
 
+/* One thread polls with ibv_poll_cq(), the other with the ibv_cq_ex API. */
 static void test_concurrent_polls(void)
 {
-	struct metaroce_cq *cq = make_cq(16, 0xffffff00u);
+	struct metaroce_cq *cq = make_cq_ex(16, 0xffffff00u,
+					    METAROCE_CQ_WC_FLAGS);
 	unsigned char *seen[POLLERS];
 	struct poll_ctx pc[POLLERS];
 	pthread_t th[POLLERS], kernel;
@@ -1271,8 +1620,8 @@ static void test_concurrent_polls(void)
 		seen[t] = calloc(CQES, 1);
 		if (!seen[t])
 			abort();
-		pc[t] = (struct poll_ctx){ .cq = cq, .seen = seen[t],
-					   .total = &total };
+		pc[t] = (struct poll_ctx){ .cq = cq, .ex = t == 1,
+					   .seen = seen[t], .total = &total };
 		pthread_create(&th[t], NULL, poller, &pc[t]);
 	}
 	pthread_create(&kernel, NULL, cq_producer, cq);
@@ -1308,6 +1657,10 @@ int main(void)
 	test_poll_cq();
 	test_wc_network_header();
 	test_send_with_invalidate();
+	test_cq_ex_poll();
+	test_cq_ex_garbage_indices();
+	test_cq_ex_attrs();
+	test_cq_ex_single_threaded();
 	test_post_srq_recv();
 	test_concurrent_posts();
 	test_concurrent_polls();
