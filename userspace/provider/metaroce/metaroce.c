@@ -7,7 +7,7 @@
  * to metaroce_match_device().  This file holds the device and context
  * plumbing and the verbs objects without queues (PD, MR, AH); see
  * metaroce.h for the others.  Verbs not set in metaroce_ctx_ops (MW,
- * XRC, extended CQs, ...) keep the libibverbs defaults, which fail with
+ * XRC, modify_cq, ...) keep the libibverbs defaults, which fail with
  * EOPNOTSUPP.
  */
 #include <errno.h>
@@ -239,6 +239,7 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.alloc_pd = metaroce_alloc_pd,
 	.create_ah = metaroce_create_ah,
 	.create_cq = metaroce_create_cq,
+	.create_cq_ex = metaroce_create_cq_ex,
 	.create_qp = metaroce_create_qp,
 	.create_qp_ex = metaroce_create_qp_ex,
 	.create_srq = metaroce_create_srq,

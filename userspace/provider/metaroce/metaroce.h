@@ -4,7 +4,8 @@
  * file implements.
  *
  *   metaroce.c       device matching, context, queries, PD, MR, AH, op table
- *   metaroce_cq.c    CQ create / resize / destroy (commands, ring mapping)
+ *   metaroce_cq.c    CQ create (also extended) / resize / destroy
+ *                    (commands, ring mapping)
  *   metaroce_qp.c    QP create / modify / query / destroy
  *   metaroce_srq.c   SRQ create / modify / query / destroy
  *   metaroce_post.c  posting: ibv_post_send/recv, the ibv_qp_ex WR API,
@@ -108,6 +109,9 @@ METAROCE_DRV_RESP(metaroce_get_context_resp, ib_uverbs_get_context_resp,
 		  metaroce_alloc_context_resp);
 METAROCE_DRV_RESP(metaroce_cmd_create_cq_resp, ib_uverbs_create_cq_resp,
 		  metaroce_create_cq_resp);
+/* The extended command: the same driver data after the longer core part. */
+METAROCE_DRV_RESP(metaroce_cmd_create_cq_ex_resp, ib_uverbs_ex_create_cq_resp,
+		  metaroce_create_cq_resp);
 METAROCE_DRV_RESP(metaroce_cmd_resize_cq_resp, ib_uverbs_resize_cq_resp,
 		  metaroce_resize_cq_resp);
 METAROCE_DRV_RESP(metaroce_cmd_create_qp_resp, ib_uverbs_create_qp_resp,
@@ -169,6 +173,8 @@ static inline struct metaroce_qp *qpx_to_mqp(struct ibv_qp_ex *qpx)
 struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 				  struct ibv_comp_channel *channel,
 				  int comp_vector);
+struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
+					struct ibv_cq_init_attr_ex *attr);
 int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe);
 int metaroce_destroy_cq(struct ibv_cq *ibcq);
 

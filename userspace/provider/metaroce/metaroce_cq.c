@@ -1,13 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Completion queues: creation, resizing and destruction.  The kernel
- * writes struct metaroce_cqe entries into a ring the provider maps and
- * polls (metaroce_poll.c).
+ * Completion queues: creation (ibv_create_cq, ibv_create_cq_ex), resizing
+ * and destruction.  The kernel writes struct metaroce_cqe entries into a
+ * ring the provider maps and polls (metaroce_poll.c, metaroce_cq_ex.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "metaroce.h"
+
+/*
+ * Maps the ring a create response names and readies the lock, for either
+ * create command; on failure the caller destroys the kernel CQ.
+ */
+static int cq_setup(struct metaroce_cq *cq, struct ibv_context *context,
+		    const struct metaroce_create_cq_resp *drv)
+{
+	int ret;
+
+	ret = metaroce_ring_map(context->cmd_fd, &drv->cq,
+				sizeof(struct metaroce_cqe), &cq->ring);
+	if (ret) {
+		verbs_err(verbs_get_ctx(context),
+			  "cannot map CQ ring (%d)\n", ret);
+		return ret;
+	}
+	/* The consumer index is ours; a new ring starts where it says. */
+	cq->ring.index = cq->ring.hdr->consumer;
+
+	ret = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	if (ret)
+		metaroce_ring_unmap(&cq->ring);
+	return ret;
+}
 
 struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 				  struct ibv_comp_channel *channel,
@@ -22,29 +47,63 @@ struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 	if (!cq)
 		return NULL;
 
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->vcq.cq,
-				&cmd, sizeof(cmd), &resp.ibv_resp,
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector,
+				&cq->vcq.cq, &cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
 	if (ret)
 		goto err_free;
 
-	ret = metaroce_ring_map(context->cmd_fd, &resp.drv_payload.cq,
-				sizeof(struct metaroce_cqe), &cq->ring);
-	if (ret) {
-		verbs_err(verbs_get_ctx(context),
-			  "cannot map CQ ring (%d)\n", ret);
-		goto err_destroy;
-	}
-	/* The consumer index is ours; a new ring starts where it says. */
-	cq->ring.index = cq->ring.hdr->consumer;
-
-	ret = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	ret = cq_setup(cq, context, &resp.drv_payload);
 	if (ret)
-		goto err_unmap;
+		goto err_destroy;
 	return &cq->vcq.cq;
 
-err_unmap:
-	metaroce_ring_unmap(&cq->ring);
+err_destroy:
+	ibv_cmd_destroy_cq(&cq->vcq.cq);
+err_free:
+	free(cq);
+	errno = ret;
+	return NULL;
+}
+
+/*
+ * The same kernel CQ and ring as metaroce_create_cq(): the extended command
+ * only adds create flags, and the kernel takes none.  So the CQ also serves
+ * ibv_poll_cq(), completion channels and ibv_resize_cq().
+ */
+struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
+					struct ibv_cq_init_attr_ex *attr)
+{
+	struct metaroce_cmd_create_cq_ex_resp resp = {};
+	struct ibv_create_cq_ex cmd = {};
+	struct metaroce_cq *cq;
+	int ret;
+
+	ret = metaroce_cq_ex_check(attr);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+
+	ret = ibv_cmd_create_cq_ex(context, attr, &cq->vcq, &cmd, sizeof(cmd),
+				   &resp.ibv_resp, sizeof(resp), 0);
+	if (ret)
+		goto err_free;
+
+	ret = cq_setup(cq, context, &resp.drv_payload);
+	if (ret)
+		goto err_destroy;
+
+	cq->single_threaded =
+		(attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+		(attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
+	metaroce_cq_init_poll_ex(cq, attr->wc_flags);
+	return &cq->vcq.cq_ex;
+
 err_destroy:
 	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_free:
