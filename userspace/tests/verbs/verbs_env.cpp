@@ -526,14 +526,30 @@ void Qp::create(const QpOpts &o)
 	int scqe = o.scqe ? o.scqe : std::max<int>(o.send_wr, 16);
 	int rcqe = o.rcqe ? o.rcqe : std::max<int>(o.recv_wr, 16);
 
-	scq = ibv_create_cq(c.ctx, scqe, nullptr, o.channel, 0);
-	if (!scq)
-		fail("ibv_create_cq(" + std::to_string(scqe) +
-		     "): " + errstr(errno));
-	rcq = ibv_create_cq(c.ctx, rcqe, nullptr, o.channel, 0);
-	if (!rcq)
-		fail("ibv_create_cq(" + std::to_string(rcqe) +
-		     "): " + errstr(errno));
+	auto make_cq = [&](int cqe, ibv_cq_ex **x) {
+		ibv_cq *cq;
+		if (o.cq_ex) {
+			ibv_cq_init_attr_ex ca{};
+			ca.cqe = cqe;
+			ca.channel = o.channel;
+			ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+			if (o.cq_flags) {
+				ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+				ca.flags = o.cq_flags;
+			}
+			*x = ibv_create_cq_ex(c.ctx, &ca);
+			cq = *x ? ibv_cq_ex_to_cq(*x) : nullptr;
+		} else {
+			cq = ibv_create_cq(c.ctx, cqe, nullptr, o.channel, 0);
+		}
+		if (!cq)
+			fail(std::string(o.cq_ex ? "ibv_create_cq_ex(" :
+						   "ibv_create_cq(") +
+			     std::to_string(cqe) + "): " + errstr(errno));
+		return cq;
+	};
+	scq = make_cq(scqe, &scqx);
+	rcq = make_cq(rcqe, &rcqx);
 
 	ibv_qp_init_attr_ex attr{};
 	attr.send_cq = scq;
@@ -578,6 +594,7 @@ void Qp::close()
 				ADD_FAILURE() << "ibv_destroy_cq: " << errstr(err);
 			}
 	scq = rcq = nullptr;
+	scqx = rcqx = nullptr;
 }
 
 ibv_qp_state Qp::state()

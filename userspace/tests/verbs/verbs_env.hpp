@@ -188,6 +188,10 @@ struct QpOpts {
 	ibv_comp_channel *channel = nullptr;	// for both CQs
 	uint64_t send_ops = 0;		// != 0: ibv_create_qp_ex with these
 	ibv_srq *srq = nullptr;		// receives from it (no RQ)
+	// Both CQs from ibv_create_cq_ex with IBV_WC_STANDARD_FLAGS (Qp::scqx,
+	// Qp::rcqx; scq and rcq are the same CQs, for ibv_poll_cq).
+	bool cq_ex = false;
+	uint32_t cq_flags = 0;	// with cq_ex: IBV_CREATE_CQ_ATTR_* for both
 };
 
 // A QP with its own send and receive CQs.
@@ -200,6 +204,7 @@ public:
 
 	Ctx &c;
 	ibv_cq *scq = nullptr, *rcq = nullptr;
+	ibv_cq_ex *scqx = nullptr, *rcqx = nullptr;	// QpOpts::cq_ex
 	ibv_qp *qp = nullptr;
 	ibv_qp_cap cap{};
 	uint32_t qpn() const { return qp->qp_num; }
