@@ -188,6 +188,7 @@ struct QpOpts {
 	ibv_comp_channel *channel = nullptr;	// for both CQs
 	uint64_t send_ops = 0;		// != 0: ibv_create_qp_ex with these
 	ibv_srq *srq = nullptr;		// receives from it (no RQ)
+	ibv_pd *pd = nullptr;		// nullptr: the context's PD
 };
 
 // A QP with its own send and receive CQs.
