@@ -164,6 +164,8 @@ struct metaroce_mr {
 	/* DMA MR of in-kernel users: addresses are kernel virtual addresses. */
 	bool is_dma;
 	bool revoked;			/* deregistered: no access at all */
+	/* A rereg put another MR in its place (metaroce_rereg_user_mr()). */
+	bool replaced;
 	atomic_t zc_skbs;		/* skbs with its pages (metaroce_zc.c) */
 	int access;			/* IB_ACCESS_* */
 	u64 iova;

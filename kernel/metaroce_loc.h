@@ -57,6 +57,9 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				   u64 iova, int access,
 				   struct ib_udata *udata);
 int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				     u64 length, u64 iova, int access,
+				     struct ib_pd *pd, struct ib_udata *udata);
 struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key);
 void metaroce_mr_put(struct metaroce_mr *mr);
 bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,

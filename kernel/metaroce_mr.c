@@ -347,6 +347,21 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 	return err;
 }
 
+/* An MR not counted against the device's limit (see metaroce_mr_alloc()). */
+static struct metaroce_mr *mr_new(struct metaroce_dev *mdev, int access,
+				  gfp_t gfp)
+{
+	struct metaroce_mr *mr = kzalloc(sizeof(*mr), gfp);
+
+	if (!mr)
+		return NULL;
+	mr->mdev = mdev;
+	mr->access = access;
+	refcount_set(&mr->ref, 1);
+	INIT_WORK(&mr->release_work, mr_release_work);
+	return mr;
+}
+
 /* @gfp: GFP_KERNEL_ACCOUNT for a user's MR (its memory cgroup pays). */
 struct metaroce_mr *metaroce_mr_alloc(struct metaroce_dev *mdev, int access,
 				      gfp_t gfp)
@@ -355,15 +370,9 @@ struct metaroce_mr *metaroce_mr_alloc(struct metaroce_dev *mdev, int access,
 
 	if (metaroce_obj_charge(mdev, METAROCE_OBJ_MR))
 		return NULL;
-	mr = kzalloc(sizeof(*mr), gfp);
-	if (!mr) {
+	mr = mr_new(mdev, access, gfp);
+	if (!mr)
 		metaroce_obj_uncharge(mdev, METAROCE_OBJ_MR);
-		return NULL;
-	}
-	mr->mdev = mdev;
-	mr->access = access;
-	refcount_set(&mr->ref, 1);
-	INIT_WORK(&mr->release_work, mr_release_work);
 	return mr;
 }
 
@@ -498,11 +507,128 @@ int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	/*
 	 * New lookups fail; work requests in flight keep their reference (the
 	 * last of them frees the MR, after a grace period), but revoked, they
-	 * can no longer reach its memory.
+	 * can no longer reach its memory. An MR a rereg replaced was revoked
+	 * then, and its table slot and its count are its successor's.
 	 */
-	xa_erase(&mr->mdev->mrs, mr_index(mr->key));
-	metaroce_mr_revoke(mr);
-	metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
+	if (!mr->replaced) {
+		xa_erase(&mr->mdev->mrs, mr_index(mr->key));
+		metaroce_mr_revoke(mr);
+		metaroce_obj_uncharge(mr->mdev, METAROCE_OBJ_MR);
+	}
 	metaroce_mr_put(mr);
 	return 0;
+}
+
+/*
+ * ibv_rereg_mr: a new registration of the MR's memory (IB_MR_REREG_TRANS:
+ * of [@start, @start + @length) at @iova), in @pd (IB_MR_REREG_PD), with
+ * @access (IB_MR_REREG_ACCESS); what the flags leave out stays as it was.
+ *
+ * The registration is replaced, not changed in place: a new MR with the
+ * same key takes the old one's slot in the table, so lookups find it from
+ * then on, and the old one is revoked as deregistration revokes an MR.
+ * Whatever still holds the old one (a work request, a READ part, a packet
+ * being placed, a zero-copy packet) was checked against the old
+ * translation, PD and rights and is held to them: once this returns it
+ * can no longer reach the memory, and none of it reaches the new
+ * registration. ib_core puts the returned MR in the old one's place and
+ * deregisters the old one (metaroce_dereg_mr(), which then only drops the
+ * registration's reference).
+ *
+ * On failure the old registration is left as it was. The new MR takes
+ * over the old one's count against the device limit, and its pages unless
+ * the translation changes; a new translation is pinned and charged (to
+ * the process's locked memory and memory cgroup) as reg_mr does, while
+ * the old one's pages stay pinned until the last holder of the old MR is
+ * gone.
+ */
+struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				     u64 length, u64 iova, int access,
+				     struct ib_pd *pd, struct ib_udata *udata)
+{
+	struct metaroce_mr *old = to_mmr(ibmr);
+	struct metaroce_dev *mdev = old->mdev;
+	struct metaroce_mr *mr;
+	void *prev;
+	int err;
+
+	/* Fast-registration and DMA MRs: not user MRs, no translation here. */
+	if (old->is_dma || old->fr || !old->umem)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (flags & ~IB_MR_REREG_SUPPORTED)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = old->access;
+	if (!(flags & IB_MR_REREG_PD))
+		pd = ibmr->pd;
+	/*
+	 * Pages pinned for reading may not be the process's to write (the
+	 * zero page, a read-only file's page cache): made writable, the same
+	 * range is pinned again, for writing.
+	 */
+	if (!(flags & IB_MR_REREG_TRANS) && ib_access_writable(access) &&
+	    !old->umem->writable) {
+		start = old->umem->address;
+		length = old->length;
+		iova = old->iova;
+		flags |= IB_MR_REREG_TRANS;
+	}
+	if ((flags & IB_MR_REREG_TRANS) && length > METAROCE_MAX_MR_SIZE)
+		return ERR_PTR(-EINVAL);
+
+	mr = mr_new(mdev, access, GFP_KERNEL_ACCOUNT);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	if (flags & IB_MR_REREG_TRANS) {
+		mr->iova = iova;
+		mr->length = length;
+		mr->umem = ib_umem_get(&mdev->ib_dev, start, length, access);
+		if (IS_ERR(mr->umem)) {
+			err = PTR_ERR(mr->umem);
+			mr->umem = NULL;
+			goto err_free;
+		}
+		err = mr_pin_pages(mr);
+		if (err)
+			goto err_free;
+	} else {
+		/* The old MR's pages, owned by it until it is revoked. */
+		mr->iova = old->iova;
+		mr->length = old->length;
+		mr->pages = old->pages;
+		mr->npages = old->npages;
+		mr->page_offset = old->page_offset;
+	}
+	/* What lookups check, before any can find it; ib_core sets them too. */
+	mr->ibmr.device = &mdev->ib_dev;
+	mr->ibmr.pd = pd;
+	mr->ibmr.type = IB_MR_TYPE_USER;
+	mr->ibmr.iova = mr->iova;
+	mr->ibmr.length = mr->length;
+	mr->key = old->key;
+	mr->ibmr.lkey = mr->key;
+	mr->ibmr.rkey = mr->key;
+
+	/* The slot is there: replacing its entry allocates nothing. */
+	prev = xa_store(&mdev->mrs, mr_index(mr->key), mr, GFP_KERNEL);
+	if (xa_is_err(prev)) {
+		err = xa_err(prev);
+		goto err_free;
+	}
+	WARN_ON_ONCE(prev != old);
+	old->replaced = true;
+	metaroce_mr_revoke(old);
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		/* Revoked, the old MR no longer reads them. */
+		mr->umem = old->umem;
+		old->umem = NULL;
+		old->pages = NULL;
+	}
+	return &mr->ibmr;
+
+err_free:
+	if (!(flags & IB_MR_REREG_TRANS))
+		mr->pages = NULL;
+	mr_release_work(&mr->release_work);
+	return ERR_PTR(err);
 }

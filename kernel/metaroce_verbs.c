@@ -169,6 +169,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 	.query_srq = metaroce_query_srq,
 	.reg_user_mr = metaroce_reg_user_mr,
 	.req_notify_cq = metaroce_req_notify_cq,
+	.rereg_user_mr = metaroce_rereg_user_mr,
 	.resize_cq = metaroce_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, metaroce_ah, ibah),

@@ -169,6 +169,28 @@ static struct ibv_mr *metaroce_reg_mr(struct ibv_pd *pd, void *addr,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * The kernel re-registers the MR (a new translation, PD or rights); it
+ * answers with the keys, which ibv_cmd_rereg_mr() puts in the ibv_mr (the
+ * kernel keeps them; see docs/compatibility.md). On failure the old
+ * registration stands.
+ */
+static int metaroce_rereg_mr(struct verbs_mr *vmr, int flags,
+			     struct ibv_pd *pd, void *addr, size_t length,
+			     int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp = {};
+	struct ibv_rereg_mr cmd = {};
+	int ret;
+
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 static int metaroce_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;
@@ -261,6 +283,7 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.query_qp = metaroce_query_qp,
 	.query_srq = metaroce_query_srq,
 	.reg_mr = metaroce_reg_mr,
+	.rereg_mr = metaroce_rereg_mr,
 	/* Arms the kernel CQ; the event arrives on the completion channel. */
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = metaroce_resize_cq,

@@ -563,7 +563,7 @@ void Qp::create(const QpOpts &o)
 	attr.cap.max_inline_data = o.inline_data;
 	attr.srq = o.srq;
 	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-	attr.pd = c.pd;
+	attr.pd = o.pd ? o.pd : c.pd;
 	if (o.send_ops) {
 		attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 		attr.send_ops_flags = o.send_ops;

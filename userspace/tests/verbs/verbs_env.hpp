@@ -192,6 +192,7 @@ struct QpOpts {
 	// Qp::rcqx; scq and rcq are the same CQs, for ibv_poll_cq).
 	bool cq_ex = false;
 	uint32_t cq_flags = 0;	// with cq_ex: IBV_CREATE_CQ_ATTR_* for both
+	ibv_pd *pd = nullptr;		// nullptr: the context's PD
 };
 
 // A QP with its own send and receive CQs.

@@ -909,30 +909,41 @@ void duplicate_read_other_message(Env& env) {
 // a PSN gap; the application deregisters the region and writes new bytes into the buffer (still
 // mapped); then the gap is filled. The READ must not be answered with the buffer's bytes: the
 // key is gone, so the part is refused like a bad rkey (REMOTE_ACCESS NAK at its PSN, QP error).
-void read_after_dereg(Env& env) {
+// With @rereg the region is re-registered onto another buffer instead (ibv_rereg_mr, the key
+// stays): the READ was accepted against the old translation, so it is refused the same way,
+// and neither the old buffer's new bytes nor the new buffer's are sent.
+void read_after_revocation(Env& env, bool rereg) {
+    const char* what = rereg ? "ibv_rereg_mr" : "ibv_dereg_mr";
     Conn c(env);
     const Psn r = c.rq_psn();
     const std::uint32_t len = 2 * c.mtu();
     DutRegion region(env, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    std::vector<std::uint8_t> other = bytes_of(len, 43);
     const auto before = bytes_of(len, 40);
     std::memcpy(region.data(), before.data(), len);
     const Psn read_psn = psn_next(r);
     c.send(c.read_request(read_psn, region.addr(), region.rkey(), len));
     expect_window(c, r, {read_psn, psn_add(r, 2)});
-    region.deregister();
+    if (rereg)
+        region.rereg_to(other.data(), len);
+    else
+        region.deregister();
     const auto after = bytes_of(len, 41);
     std::memcpy(region.data(), after.data(), len);
     c.send(c.write(r, kArea, bytes_of(64, 42)));
     const auto seen = c.collect(500);
     bool naked = false;
+    const auto contains = [](const std::vector<std::uint8_t>& in, const Packet& p) {
+        return !p.payload.empty() &&
+               std::search(in.begin(), in.end(), p.payload.begin(), p.payload.end()) != in.end();
+    };
     for (const Seen& s : seen) {
         const Packet& p = s.packet;
         if (p.bth.opcode == Opcode::ReadResponse) {
-            const bool leaked =
-                !p.payload.empty() && std::search(after.begin(), after.end(), p.payload.begin(),
-                                                  p.payload.end()) != after.end();
-            expect(false, format("a READ response after ibv_dereg_mr returned (%s): ",
-                                 leaked ? "with the bytes written after it" : "old bytes") +
+            const char* which = contains(after, p)   ? "with the bytes written after it"
+                                : contains(other, p) ? "with the new translation's bytes"
+                                                     : "old bytes";
+            expect(false, format("a READ response after %s returned (%s): ", what, which) +
                               describe(p));
         }
         if (p.bth.opcode == Opcode::Ack && p.ack().is_nak()) {
@@ -941,9 +952,13 @@ void read_after_dereg(Env& env) {
             naked = true;
         }
     }
-    expect(naked, "no REMOTE_ACCESS NAK for the READ of the deregistered region");
+    expect(naked, format("no REMOTE_ACCESS NAK for the READ of the region after %s", what));
     c.expect_state(IBV_QPS_ERR);
 }
+
+void read_after_dereg(Env& env) { read_after_revocation(env, false); }
+
+void read_after_rereg(Env& env) { read_after_revocation(env, true); }
 
 // Deregistration revokes the receive buffers of posted receives, even one a message already
 // started to land in: the rest of the SEND is not placed in the (still mapped) buffer and the
@@ -1103,6 +1118,11 @@ std::vector<Case> responder_cases() {
          "a READ_REQ behind a gap whose region is deregistered (and the buffer rewritten) before "
          "the gap fills: no READ response, REMOTE_ACCESS NAK at its PSN, QP error",
          read_after_dereg},
+        {"read_after_rereg",
+         "a READ_REQ behind a gap whose region is re-registered onto another buffer (and the old "
+         "one rewritten) before the gap fills: no READ response, REMOTE_ACCESS NAK at its PSN, "
+         "QP error",
+         read_after_rereg},
         {"reread_completes_messages_it_passes",
          "a re-read that moves cum_psn past a SEND that had arrived behind the lost part: the "
          "SEND completes then",

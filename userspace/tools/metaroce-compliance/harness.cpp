@@ -520,4 +520,12 @@ void DutRegion::deregister() {
     expect(err == 0, format("ibv_dereg_mr: %s", std::strerror(err)));
 }
 
+void DutRegion::rereg_to(void* addr, std::size_t len) {
+    errno = 0;
+    const int ret = ibv_rereg_mr(mr_, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, addr, len, 0);
+    expect(ret == 0, format("ibv_rereg_mr: %d (%s)", ret, std::strerror(errno)));
+    lkey_ = mr_->lkey;
+    rkey_ = mr_->rkey;
+}
+
 }  // namespace metaroce::compliance

@@ -262,6 +262,9 @@ class DutRegion {
     std::uint32_t rkey() const { return rkey_; }
     // ibv_dereg_mr; fails the case unless it returns 0. The keys keep their old values.
     void deregister();
+    // ibv_rereg_mr onto [@addr, @addr + @len) (a new translation; the buffer stays mapped);
+    // fails the case unless it returns 0. The keys are the ones the DUT returns.
+    void rereg_to(void* addr, std::size_t len);
 
   private:
     std::vector<std::uint8_t> buf_;
