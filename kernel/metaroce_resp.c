@@ -6,8 +6,6 @@
  * receive WQEs in message order. Receive runs in softirq context; READ and
  * atomic responses are sent from the QP's worker.
  */
-#include <asm/unaligned.h>
-
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
 
@@ -835,12 +833,13 @@ static void refuse_at_turn(struct metaroce_soft_qp *sqp, u32 psn, u8 syndrome)
 static struct sk_buff *build_atomic_resp(struct metaroce_qp *qp,
 					 const struct soft_read *r)
 {
+	__be64 value = cpu_to_be64(r->orig);
 	struct sk_buff *skb;
 
 	skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
 			     METAROCE_ATOMIC_LEN);
 	if (skb)
-		put_unaligned_be64(r->orig, skb_put(skb, METAROCE_ATOMIC_LEN));
+		memcpy(skb_put(skb, METAROCE_ATOMIC_LEN), &value, sizeof(value));
 	return skb;
 }
 
