@@ -23,6 +23,10 @@ static u8 wc_opcode(u32 wr_opcode)
 		return IB_WC_RDMA_WRITE;
 	case IB_WR_RDMA_READ:
 		return IB_WC_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
 	case IB_WR_REG_MR:
 		return IB_WC_REG_MR;
 	case IB_WR_LOCAL_INV:
@@ -143,7 +147,7 @@ void soft_rtt_sample(struct soft_req *req, u32 rtt_us)
 
 static bool is_read_psn(struct soft_req *req, struct soft_pkt *e)
 {
-	return req->swqes[e->swqe].wire_op == METAROCE_OP_READ_REQ;
+	return soft_op_asks_responses(req->swqes[e->swqe].wire_op);
 }
 
 static void advance(u32 *watermark, u32 tx_seq)
@@ -631,6 +635,53 @@ static void request_arrived(struct soft_req *req, u32 psn, u32 tx_seq)
 	}
 }
 
+/*
+ * The scoreboard entry of a response's PSN if it is outstanding; else the
+ * response is a duplicate (or for a PSN never asked for), counted, NULL.
+ */
+static struct soft_pkt *response_due(struct metaroce_soft_qp *sqp,
+				     const struct soft_pkt_info *pkt)
+{
+	struct soft_req *req = &sqp->req;
+	struct soft_pkt *e;
+
+	if (soft_psn_diff(pkt->psn, req->psn_una) < 0 ||
+	    soft_psn_diff(pkt->psn, req->psn_next) >= 0) {
+		metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
+		return NULL;
+	}
+	e = &req->pkts[pkt->psn % SOFT_WINDOW];
+	if (e->state == PKT_DELIVERED || e->state == PKT_FREE) {
+		metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
+		return NULL;
+	}
+	return e;
+}
+
+/* A response to @e was placed: delivers it, with the loss evidence it is. */
+static void response_placed(struct metaroce_soft_qp *sqp,
+			    const struct soft_pkt_info *pkt, struct soft_pkt *e)
+{
+	struct soft_req *req = &sqp->req;
+
+	if (!e->request_acked)
+		request_arrived(req, pkt->psn, e->tx_seq);
+	/*
+	 * Responses come in request order, except that the responder answers
+	 * a re-read (RETX) ahead of the parts it has queued: only a response
+	 * to a part's first request shows that earlier ones are missing.
+	 */
+	if (!e->retx && !(pkt->flags & METAROCE_F_RETX)) {
+		note_reordering(req, e, req->response_seq - e->resp_seq);
+		if ((s32)(e->resp_seq - req->response_seq) > 0) {
+			req->response_seq = e->resp_seq;
+			req->response_seen_us = soft_now_us();
+		}
+	}
+	deliver(req, e);
+	after_update(sqp, 1, pkt->ce, req->psn_una);
+}
+
 void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 			    struct soft_pkt_info *pkt)
 {
@@ -642,16 +693,9 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 	int err;
 
 	spin_lock_bh(&req->lock);
-	if (soft_psn_diff(pkt->psn, req->psn_una) < 0 ||
-	    soft_psn_diff(pkt->psn, req->psn_next) >= 0) {
-		metaroce_count(qp->mdev, RX_DUPLICATE);
+	e = response_due(sqp, pkt);
+	if (!e)
 		goto out;
-	}
-	e = &req->pkts[pkt->psn % SOFT_WINDOW];
-	if (e->state == PKT_DELIVERED || e->state == PKT_FREE) {
-		metaroce_count(qp->mdev, RX_DUPLICATE);
-		goto out;
-	}
 	swqe = &req->swqes[e->swqe];
 	k = soft_psn_diff(pkt->psn, swqe->first_psn);
 	/* Response k of the READ: never past its end, whatever came in. */
@@ -679,22 +723,48 @@ void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 		metaroce_count(qp->mdev, RX_MALFORMED);
 		goto out;
 	}
-	if (!e->request_acked)
-		request_arrived(req, pkt->psn, e->tx_seq);
-	/*
-	 * Responses come in request order, except that the responder answers
-	 * a re-read (RETX) ahead of the parts it has queued: only a response
-	 * to a part's first request shows that earlier ones are missing.
-	 */
-	if (!e->retx && !(pkt->flags & METAROCE_F_RETX)) {
-		note_reordering(req, e, req->response_seq - e->resp_seq);
-		if ((s32)(e->resp_seq - req->response_seq) > 0) {
-			req->response_seq = e->resp_seq;
-			req->response_seen_us = soft_now_us();
-		}
+	response_placed(sqp, pkt, e);
+out:
+	spin_unlock_bh(&req->lock);
+}
+
+/*
+ * An ATOMIC_RESP: for an outstanding atomic of ours and its MSN (the rest
+ * of its DETH was checked on arrival), the word's former value, placed in
+ * host order in the WQE's one 8-byte SGE.
+ */
+void soft_comp_rx_atomic_resp(struct metaroce_soft_qp *sqp,
+			      struct soft_pkt_info *pkt)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	struct soft_swqe *swqe;
+	struct soft_pkt *e;
+	__be64 wire;
+	u64 value;
+	int err;
+
+	spin_lock_bh(&req->lock);
+	e = response_due(sqp, pkt);
+	if (!e)
+		goto out;
+	swqe = &req->swqes[e->swqe];
+	if (!soft_op_is_atomic(swqe->wire_op) || pkt->deth.msn != swqe->msn ||
+	    skb_copy_bits(pkt->skb, pkt->payload_offset, &wire, sizeof(wire))) {
+		metaroce_count(qp->mdev, RX_MALFORMED);
+		goto out;
 	}
-	deliver(req, e);
-	after_update(sqp, 1, pkt->ce, req->psn_una);
+	value = be64_to_cpu(wire);
+	err = soft_place_buf_in_sges(swqe->sge, swqe->mr, swqe->wqe.num_sge, 0,
+				     &value, sizeof(value));
+	if (err) {
+		/* The destination MR was deregistered: the atomic fails. */
+		if (swqe->status == IB_WC_SUCCESS)
+			swqe->status = IB_WC_LOC_PROT_ERR;
+		soft_comp_complete(sqp);
+		goto out;
+	}
+	response_placed(sqp, pkt, e);
 out:
 	spin_unlock_bh(&req->lock);
 }

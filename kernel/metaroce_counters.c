@@ -21,6 +21,8 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_RX_BAD_PEER].name		= "rx_bad_peer",
 	[METAROCE_CNT_RX_DUPLICATE].name	= "rx_duplicate",
 	[METAROCE_CNT_RX_DUPLICATE_READ_UNKNOWN].name = "rx_duplicate_read_unknown",
+	[METAROCE_CNT_RX_DUPLICATE_ATOMIC_UNKNOWN].name =
+		"rx_duplicate_atomic_unknown",
 	[METAROCE_CNT_RX_OUT_OF_WINDOW].name	= "rx_out_of_window",
 	[METAROCE_CNT_RX_OUT_OF_ORDER].name	= "rx_out_of_order",
 	[METAROCE_CNT_RX_ACK_INVALID].name	= "rx_ack_invalid",

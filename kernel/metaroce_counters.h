@@ -25,6 +25,7 @@ enum metaroce_counter {
 	METAROCE_CNT_RX_BAD_PEER,	/* not from the connected peer */
 	METAROCE_CNT_RX_DUPLICATE,
 	METAROCE_CNT_RX_DUPLICATE_READ_UNKNOWN,	/* not a READ it remembers */
+	METAROCE_CNT_RX_DUPLICATE_ATOMIC_UNKNOWN, /* no record or pending match */
 	METAROCE_CNT_RX_OUT_OF_WINDOW,
 	METAROCE_CNT_RX_OUT_OF_ORDER,	/* placed ahead of a gap */
 	METAROCE_CNT_RX_ACK_INVALID,	/* ACK/NAK for PSNs not sent/outstanding */

@@ -36,7 +36,9 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->max_srq_sge = METAROCE_MAX_SGE;
 	attr->max_qp_rd_atom = METAROCE_MAX_RD_ATOMIC;
 	attr->max_qp_init_rd_atom = METAROCE_MAX_RD_ATOMIC;
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	/* Atomics run on the CPU (cmpxchg64): atomic against the host too. */
+	attr->atomic_cap = IB_ATOMIC_HCA;
+	attr->masked_atomic_cap = IB_ATOMIC_NONE;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
 	attr->max_fast_reg_page_list_len = METAROCE_MAX_FR_PAGES;

@@ -49,6 +49,10 @@ static u8 wire_opcode(const struct metaroce_qp *qp, u32 wr_opcode)
 		return METAROCE_OP_WRITE;
 	case IB_WR_RDMA_READ:
 		return METAROCE_OP_READ_REQ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return METAROCE_OP_ATOMIC_CMP_SWP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return METAROCE_OP_ATOMIC_FETCH_ADD;
 	default:
 		return 0;
 	}
@@ -127,7 +131,7 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 		goto bad_op;
 
 	if (swqe->wqe.flags & METAROCE_WQE_INLINE) {
-		if (swqe->wire_op == METAROCE_OP_READ_REQ ||
+		if (soft_op_asks_responses(swqe->wire_op) ||
 		    swqe->wqe.inline_len > qp->max_inline)
 			goto bad_len;
 		memcpy(swqe->inline_data, src + 1, swqe->wqe.inline_len);
@@ -138,8 +142,8 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 			goto bad_len;
 		memcpy(swqe->sge, src + 1,
 		       swqe->wqe.num_sge * sizeof(struct metaroce_sge));
-		/* A READ writes into the local buffers. */
-		if (swqe->wire_op == METAROCE_OP_READ_REQ)
+		/* A READ or an atomic writes into the local buffers. */
+		if (soft_op_asks_responses(swqe->wire_op))
 			access = IB_ACCESS_LOCAL_WRITE;
 		len = hold_sge_mrs(qp, qp->ibqp.pd, swqe->sge, swqe->mr,
 				   swqe->wqe.num_sge, access);
@@ -149,6 +153,11 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 		}
 		swqe->length = len;
 	}
+	/* An atomic's result goes to one SGE of exactly 8 bytes. */
+	if (soft_op_is_atomic(swqe->wire_op) &&
+	    (swqe->wqe.num_sge != 1 ||
+	     swqe->sge[0].length != METAROCE_ATOMIC_LEN))
+		goto bad_len;
 
 	if (swqe->wire_op == METAROCE_OP_UD_SEND) {
 		if (swqe->length > qp->mtu)

@@ -71,6 +71,8 @@ int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const void *buf, u32 len);
 int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			    void *buf, u32 len);
+int metaroce_mr_atomic(const struct metaroce_mr *mr, u32 key, u64 addr, u8 op,
+		       u64 swap_add, u64 compare, u64 *orig);
 bool metaroce_mr_key_same_mr(u32 a, u32 b);
 struct metaroce_mr *metaroce_mr_alloc(struct metaroce_dev *mdev, int access,
 				      gfp_t gfp);

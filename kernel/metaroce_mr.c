@@ -298,6 +298,54 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 }
 
 /*
+ * Executes an atomic on the 64-bit word at @addr of @mr, found with @key
+ * and checked: @op is METAROCE_OP_ATOMIC_CMP_SWP (stores @swap_add if the
+ * word equals @compare) or METAROCE_OP_ATOMIC_FETCH_ADD; the value the word
+ * held before is left in *@orig. The same checks as the copies, -EACCES.
+ * An aligned word never crosses a page; one whose mapping is not aligned
+ * (a user MR whose iova and buffer differ modulo 8) is refused, -EINVAL,
+ * since a CPU's compare-and-exchange needs an aligned word.
+ */
+int metaroce_mr_atomic(const struct metaroce_mr *mr, u32 key, u64 addr, u8 op,
+		       u64 swap_add, u64 compare, u64 *orig)
+{
+	unsigned long flags = 0;
+	unsigned int offset;
+	struct page *page;
+	u64 *word, old;
+	void *vaddr;
+	u32 room;
+	int err = 0;
+
+	if (!mr_access_begin(mr, key, addr, METAROCE_ATOMIC_LEN, &flags)) {
+		mr_access_end(mr, flags);
+		return -EACCES;
+	}
+	page = mr_page(mr, addr, &offset, &room);
+	if (offset % METAROCE_ATOMIC_LEN || room < METAROCE_ATOMIC_LEN) {
+		err = -EINVAL;
+		goto out;
+	}
+	vaddr = kmap_local_page(page);
+	word = vaddr + offset;
+	if (op == METAROCE_OP_ATOMIC_CMP_SWP) {
+		old = cmpxchg64(word, compare, swap_add);
+	} else {
+		u64 seen = READ_ONCE(*word);
+
+		do {
+			old = seen;
+			seen = cmpxchg64(word, old, old + swap_add);
+		} while (seen != old);
+	}
+	kunmap_local(vaddr);
+	*orig = old;
+out:
+	mr_access_end(mr, flags);
+	return err;
+}
+
+/*
  * Attaches @len bytes at @addr of @mr to @skb as page fragments, without
  * copying. Returns -EMSGSIZE when the skb has no fragment slots left,
  * -EACCES if @mr was revoked, -ENOMEM; the caller then copies.

@@ -23,6 +23,8 @@ static int wr_opcode_ok(const struct metaroce_qp *qp, enum ib_wr_opcode op)
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 	case IB_WR_RDMA_READ:
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_WR_SEND_WITH_INV:
 	case IB_WR_REG_MR:
 	case IB_WR_LOCAL_INV:
@@ -92,6 +94,17 @@ static int build_send_wqe(struct metaroce_qp *qp, const struct ib_send_wr *wr,
 		wqe->rdma.remote_addr = rdma_wr(wr)->remote_addr;
 		wqe->rdma.rkey = rdma_wr(wr)->rkey;
 		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		/* The result lands in one SGE of exactly the word's size. */
+		if (wr->num_sge != 1 ||
+		    wr->sg_list[0].length != METAROCE_ATOMIC_LEN)
+			return -EINVAL;
+		wqe->rdma.remote_addr = atomic_wr(wr)->remote_addr;
+		wqe->rdma.rkey = atomic_wr(wr)->rkey;
+		wqe->atomic.compare_add = atomic_wr(wr)->compare_add;
+		wqe->atomic.swap = atomic_wr(wr)->swap;
+		break;
 	default:
 		if (qp->ibqp.qp_type != IB_QPT_RC) {
 			wqe->ud.remote_qpn = ud_wr(wr)->remote_qpn;
@@ -101,7 +114,9 @@ static int build_send_wqe(struct metaroce_qp *qp, const struct ib_send_wr *wr,
 		break;
 	}
 
-	if ((wr->send_flags & IB_SEND_INLINE) && wr->opcode != IB_WR_RDMA_READ) {
+	if ((wr->send_flags & IB_SEND_INLINE) && wr->opcode != IB_WR_RDMA_READ &&
+	    wr->opcode != IB_WR_ATOMIC_CMP_AND_SWP &&
+	    wr->opcode != IB_WR_ATOMIC_FETCH_AND_ADD) {
 		wqe->flags |= METAROCE_WQE_INLINE;
 		return copy_inline(qp, wr, wqe);
 	}

@@ -147,7 +147,10 @@ void soft_req_notify_drained(struct metaroce_soft_qp *sqp)
 		metaroce_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
-/* Whether an earlier WQE still in flight is a READ (for IBV_SEND_FENCE). */
+/*
+ * Whether an earlier WQE still in flight is a READ or an atomic (for
+ * IBV_SEND_FENCE).
+ */
 static bool read_in_flight(struct metaroce_qp *qp, struct soft_req *req)
 {
 	u32 i;
@@ -155,7 +158,7 @@ static bool read_in_flight(struct metaroce_qp *qp, struct soft_req *req)
 	for (i = qp->sq.own_index; i != req->send_index; i++) {
 		struct soft_swqe *s = &req->swqes[sq_slot(qp, i)];
 
-		if (s->wire_op == METAROCE_OP_READ_REQ && s->delivered < s->npkts)
+		if (soft_op_asks_responses(s->wire_op) && s->delivered < s->npkts)
 			return true;
 	}
 	return false;
@@ -314,7 +317,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	 * A re-read takes a read credit like any part: the responder drops
 	 * what it cannot hold, and that would be a loss of our own making.
 	 */
-	if (swqe->wire_op == METAROCE_OP_READ_REQ &&
+	if (soft_op_asks_responses(swqe->wire_op) &&
 	    req->reads >= max_t(u32, qp->attr.max_rd_atomic, 1))
 		return false;
 	k = soft_psn_diff(psn, swqe->first_psn);
@@ -326,7 +329,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	plan->path = path;
 	plan->retx = true;
 
-	if (swqe->wire_op != METAROCE_OP_READ_REQ) {
+	if (!soft_op_asks_responses(swqe->wire_op)) {
 		plan->len = min(qp->mtu, swqe->length - plan->offset);
 		/* A resent packet is acknowledged at once: it filled a gap. */
 		plan->flags = data_flags(swqe, k) | METAROCE_F_RETX |
@@ -337,7 +340,9 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 
 	/*
 	 * Re-read the run of lost response packets starting here, as much of
-	 * it as the window has room for (its responses count in flight).
+	 * it as the window has room for (its responses count in flight). An
+	 * atomic has one: the same request goes again, answered from the
+	 * responder's record if it already ran.
 	 */
 	for (n = 0; k + n < swqe->npkts && n < min_t(u32, SOFT_READ_PART, room);
 	     n++) {
@@ -393,7 +398,7 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 		return false;
 
 	k = swqe->next_pkt;
-	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
+	if (soft_op_asks_responses(swqe->wire_op)) {
 		if (req->reads >= max_t(u32, qp->attr.max_rd_atomic, 1))
 			return false;
 		n = min3(swqe->npkts - k, (u32)SOFT_READ_PART, room);
@@ -408,7 +413,7 @@ static bool plan_new(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 	plan->path = path;
 	plan->retx = false;
 	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
-	if (swqe->wire_op == METAROCE_OP_READ_REQ) {
+	if (soft_op_asks_responses(swqe->wire_op)) {
 		plan->npkts = 1;
 		plan->flags = METAROCE_F_ACK_REQ;
 		req->reads++;
@@ -473,6 +478,20 @@ static void fill_deth(struct metaroce_deth *deth,
 		deth->imm = cpu_to_be32(swqe->wqe.invalidate_rkey);
 	else
 		deth->imm = 0;
+}
+
+/* An atomic's request, the same in every transmission (protocol.md 3.4). */
+static void fill_areq(struct metaroce_areq *areq, const struct soft_swqe *swqe)
+{
+	const struct metaroce_send_wqe *wqe = &swqe->wqe;
+	bool cas = swqe->wire_op == METAROCE_OP_ATOMIC_CMP_SWP;
+
+	areq->va = cpu_to_be64(wqe->rdma.remote_addr);
+	areq->rkey = cpu_to_be32(wqe->rdma.rkey);
+	areq->msn = cpu_to_be32(swqe->msn);
+	areq->swap_add = cpu_to_be64(cas ? wqe->atomic.swap :
+				     wqe->atomic.compare_add);
+	areq->compare = cpu_to_be64(cas ? wqe->atomic.compare_add : 0);
 }
 
 static void fill_rreq(struct metaroce_rreq *rreq, const struct tx_plan *plan)
@@ -549,6 +568,11 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 				     0);
 		if (skb)
 			fill_rreq((void *)skb->data + METAROCE_BTH_LEN, plan);
+	} else if (soft_op_is_atomic(swqe->wire_op)) {
+		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_AREQ_LEN,
+				     0);
+		if (skb)
+			fill_areq((void *)skb->data + METAROCE_BTH_LEN, swqe);
 	} else if (swqe->wqe.flags & METAROCE_WQE_INLINE ||
 		   !attach_pays(qp, plan->len)) {
 		skb = build_copied(qp, plan);
@@ -564,7 +588,7 @@ static struct sk_buff *build_packet(struct metaroce_qp *qp,
 	}
 	if (!skb)
 		return NULL;
-	if (swqe->wire_op != METAROCE_OP_READ_REQ)
+	if (!soft_op_asks_responses(swqe->wire_op))
 		fill_deth((void *)skb->data + METAROCE_BTH_LEN, swqe,
 			  plan->offset, plan->flags);
 	soft_fill_bth((void *)skb->data, swqe->wire_op, plan->flags,
@@ -773,7 +797,7 @@ enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
 			else
 				build_failed(sqp, &plan);
 		}
-		if (plan.retx && plan.swqe->wire_op == METAROCE_OP_READ_REQ)
+		if (plan.retx && soft_op_asks_responses(plan.swqe->wire_op))
 			metaroce_count(qp->mdev, REREADS);
 		else if (plan.retx)
 			metaroce_count(qp->mdev, RETRANSMITS);

@@ -2,9 +2,9 @@
 /*
  * Responder (protocol.md sections 5 and 6): tracks received PSNs, places
  * every data packet straight into its final buffer on arrival, answers
- * READs once everything before them has arrived, and completes receive
- * WQEs in message order. Receive runs in softirq context; READ responses
- * are sent from the QP's worker.
+ * READs and atomics once everything before them has arrived, and completes
+ * receive WQEs in message order. Receive runs in softirq context; READ and
+ * atomic responses are sent from the QP's worker.
  */
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
@@ -18,16 +18,21 @@ void soft_resp_init(struct metaroce_soft_qp *sqp)
 	resp->ack_timer.function = soft_ack_timer_fn;
 }
 
+/* Lets go of a part that leaves the queue. */
+static void release_part(struct soft_read *r)
+{
+	if (r->mr)
+		metaroce_mr_put(r->mr);
+	r->mr = NULL;
+	r->done = false;
+	r->atomic = 0;
+	r->executed = false;
+}
+
 static void release_reads(struct soft_resp *resp)
 {
-	for (; resp->read_head != resp->read_tail; resp->read_head++) {
-		struct soft_read *r = &resp->reads[resp->read_head %
-						   SOFT_MAX_READS];
-
-		metaroce_mr_put(r->mr);
-		r->mr = NULL;
-		r->done = false;
-	}
+	for (; resp->read_head != resp->read_tail; resp->read_head++)
+		release_part(&resp->reads[resp->read_head % SOFT_MAX_READS]);
 }
 
 /*
@@ -50,6 +55,7 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp)
 	resp->read_head = 0;
 	resp->read_tail = 0;
 	memset(resp->seen_reads, 0, sizeof(resp->seen_reads));
+	soft_atomic_reset(resp);
 	resp->cum = qp->attr.rq_psn;
 	bitmap_zero(resp->rcvd, SOFT_RX_RING);
 	resp->msn_done = 0;
@@ -355,6 +361,26 @@ static bool read_slot_free(const struct soft_resp *resp,
 	       head_read_waits(resp);
 }
 
+/*
+ * A new part at @psn (at or past cum) takes its place in PSN order: the
+ * parts behind it all wait for a gap (none has sent anything), so moving
+ * them back a slot disturbs none the worker is sending. Responses, and
+ * atomics' executions, then follow the requester's order, not arrival's.
+ */
+static struct soft_read *insert_part(struct soft_resp *resp, u32 psn)
+{
+	u32 i = resp->read_tail++;
+
+	for (; i != resp->read_head; i--) {
+		struct soft_read *prev = &resp->reads[(i - 1) % SOFT_MAX_READS];
+
+		if (soft_psn_diff(prev->psn, psn) < 0)
+			break;
+		resp->reads[i % SOFT_MAX_READS] = *prev;
+	}
+	return &resp->reads[i % SOFT_MAX_READS];
+}
+
 /* The READ a READ_REQ belongs to, and the PSNs it asks for, as a run. */
 static void read_run(const struct metaroce_qp *qp,
 		     const struct soft_pkt_info *pkt, u32 npkts,
@@ -497,7 +523,7 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	if (run_first)
 		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
 	else
-		r = &resp->reads[resp->read_tail++ % SOFT_MAX_READS];
+		r = insert_part(resp, pkt->psn);
 	r->mr = mr;
 	r->rkey = pkt->rreq.rkey;
 	r->va = pkt->rreq.va;
@@ -508,11 +534,92 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	r->sent = 0;
 	r->retx = pkt->flags & METAROCE_F_RETX;
 	r->done = false;
+	r->atomic = 0;
+	r->executed = false;
 	return RX_PLACED;
 
 unknown:
 	metaroce_count(qp->mdev, RX_DUPLICATE_READ_UNKNOWN);
 	return RX_DROPPED;
+}
+
+/* Fills an atomic part from its request. */
+static void set_atomic_part(struct soft_read *r, const struct soft_pkt_info *pkt,
+			    struct metaroce_mr *mr)
+{
+	r->mr = mr;
+	r->rkey = pkt->areq.rkey;
+	r->va = pkt->areq.va;
+	r->psn = pkt->psn;
+	r->len = METAROCE_ATOMIC_LEN;
+	r->offset = 0;
+	r->msn = pkt->areq.msn;
+	r->sent = 0;
+	r->retx = pkt->flags & METAROCE_F_RETX;
+	r->done = false;
+	r->atomic = pkt->opcode;
+	r->executed = false;
+	r->swap_add = pkt->areq.swap_add;
+	r->compare = pkt->areq.compare;
+}
+
+/*
+ * Takes a new atomic request: checked now, held as a part (one of the
+ * max_dest_rd_atomic, as a READ_REQ part) and executed when cum passes it.
+ */
+static enum rx_verdict rx_atomic_req(struct metaroce_soft_qp *sqp,
+				     struct soft_pkt_info *pkt)
+{
+	struct soft_resp *resp = &sqp->resp;
+	struct metaroce_mr *mr;
+	struct soft_read *r;
+	u8 syndrome;
+
+	syndrome = soft_atomic_check(sqp, pkt, &mr);
+	if (syndrome) {
+		refuse(sqp, pkt, syndrome);
+		return RX_REFUSED;
+	}
+	/* The requester resends what this responder cannot hold. */
+	if (!read_slot_free(resp, sqp->qp, pkt->psn)) {
+		metaroce_mr_put(mr);
+		return RX_DROPPED;
+	}
+	if (pkt->psn == resp->cum && head_read_waits(resp))
+		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
+	else
+		r = insert_part(resp, pkt->psn);
+	set_atomic_part(r, pkt, mr);
+	return RX_PLACED;
+}
+
+/*
+ * A repeated atomic (behind cum, or its PSN already received): answered
+ * from the record if it was executed, with RETX and ahead of the parts
+ * that wait, as a re-read; dropped if it waits for its turn (its response
+ * comes then); otherwise dropped and counted. Never refused, never run.
+ */
+static void rx_duplicate_atomic(struct metaroce_soft_qp *sqp,
+				struct soft_pkt_info *pkt)
+{
+	struct soft_resp *resp = &sqp->resp;
+	const struct soft_atomic_rec *rec;
+	struct soft_read *r;
+
+	rec = soft_atomic_find(resp, pkt);
+	if (rec) {
+		/* No room: the requester asks again. */
+		if (!read_slot_free(resp, sqp->qp, pkt->psn))
+			return;
+		r = &resp->reads[--resp->read_head % SOFT_MAX_READS];
+		set_atomic_part(r, pkt, NULL);
+		r->executed = true;
+		r->orig = rec->orig;
+		r->retx = true;
+		return;
+	}
+	if (!soft_atomic_pending(resp, pkt))
+		metaroce_count(sqp->qp->mdev, RX_DUPLICATE_ATOMIC_UNKNOWN);
 }
 
 /*
@@ -554,6 +661,8 @@ static void rx_duplicate(struct metaroce_soft_qp *sqp,
 	u32 npkts;
 
 	metaroce_count(sqp->qp->mdev, RX_DUPLICATE);
+	if (soft_op_is_atomic(pkt->opcode))
+		rx_duplicate_atomic(sqp, pkt);
 	if (pkt->opcode == METAROCE_OP_READ_REQ && behind > 0) {
 		verdict = rx_read_req(sqp, pkt, &npkts, true);
 		if (verdict != RX_PLACED)
@@ -596,7 +705,7 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 	if (resp->refused && soft_psn_diff(pkt->psn, resp->refuse_psn) > 0)
 		goto unlock;
 	/* Segments that do not fit the path MTU are malformed (section 12). */
-	if (pkt->opcode != METAROCE_OP_READ_REQ &&
+	if (!soft_op_asks_responses(pkt->opcode) &&
 	    !segment_ok(qp, pkt->opcode == METAROCE_OP_SEND ?
 			pkt->deth.addr : 0, pkt->payload_len,
 			pkt->opcode == METAROCE_OP_SEND ?
@@ -613,6 +722,10 @@ void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 		break;
 	case METAROCE_OP_SEND:
 		verdict = rx_message(sqp, pkt, &rnr);
+		break;
+	case METAROCE_OP_ATOMIC_CMP_SWP:
+	case METAROCE_OP_ATOMIC_FETCH_ADD:
+		verdict = rx_atomic_req(sqp, pkt);
 		break;
 	default:
 		verdict = rx_read_req(sqp, pkt, &n, false);
@@ -690,29 +803,44 @@ static void pop_done_reads(struct soft_resp *resp)
 
 		if (!r->done)
 			break;
-		metaroce_mr_put(r->mr);
-		r->mr = NULL;
-		r->done = false;
+		release_part(r);
 		resp->read_head++;
 	}
 }
 
 /*
- * A READ part whose MR was deregistered after the request was accepted: as
- * for a bad rkey (protocol.md section 6), a REMOTE_ACCESS NAK for the
- * packet's PSN and the error state; nothing of it is sent.
+ * A READ part or atomic whose MR was deregistered after the request was
+ * accepted: as for a bad rkey (protocol.md section 6), a REMOTE_ACCESS NAK
+ * for the packet's PSN and the error state; nothing of it is sent. An
+ * atomic on a word its mapping cannot align is refused as invalid.
  */
-static void refuse_revoked_read(struct metaroce_soft_qp *sqp, u32 psn)
+static void refuse_at_turn(struct metaroce_soft_qp *sqp, u32 psn, u8 syndrome)
 {
 	struct soft_ack_info nak = {
-		.syndrome = METAROCE_NAK_REMOTE_ACCESS,
+		.syndrome = syndrome,
 		.nak_psn = psn,
 	};
 
-	metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
+	if (syndrome == METAROCE_NAK_REMOTE_ACCESS)
+		metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
 	soft_ack_send(sqp, &nak);
-	metaroce_qp_event(sqp->qp, IB_EVENT_QP_ACCESS_ERR);
+	metaroce_qp_event(sqp->qp, syndrome == METAROCE_NAK_REMOTE_ACCESS ?
+			  IB_EVENT_QP_ACCESS_ERR : IB_EVENT_QP_REQ_ERR);
 	soft_qp_fail(sqp->qp);
+}
+
+/* An atomic part's response: its DETH and the word's former value. */
+static struct sk_buff *build_atomic_resp(struct metaroce_qp *qp,
+					 const struct soft_read *r)
+{
+	__be64 value = cpu_to_be64(r->orig);
+	struct sk_buff *skb;
+
+	skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
+			     METAROCE_ATOMIC_LEN);
+	if (skb)
+		memcpy(skb_put(skb, METAROCE_ATOMIC_LEN), &value, sizeof(value));
+	return skb;
 }
 
 /*
@@ -736,9 +864,9 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		struct soft_read *r;
 		struct sk_buff *skb;
 		u32 off, len, psn;
-		bool last;
+		bool last = false;
 		u8 flags;
-		int path;
+		int path, err = 0;
 
 		spin_lock_bh(&resp->lock);
 		pop_done_reads(resp);
@@ -750,9 +878,20 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		off = r->sent;
 		len = min(qp->mtu, r->len - off);
 		psn = soft_psn_add(r->psn, off / qp->mtu);
-		r->sent += len;
-		last = r->sent == r->len;
+		/* Its turn: cum passed it, so it sees every WRITE before it. */
+		if (r->atomic && !r->executed)
+			err = soft_atomic_execute(resp, r);
+		if (!err) {
+			r->sent += len;
+			last = r->sent == r->len;
+		}
 		spin_unlock_bh(&resp->lock);
+		if (err) {
+			refuse_at_turn(sqp, psn, err == -EACCES ?
+				       METAROCE_NAK_REMOTE_ACCESS :
+				       METAROCE_NAK_INVALID_REQ);
+			break;
+		}
 
 		flags = (off ? 0 : METAROCE_F_FIRST) |
 			(last ? METAROCE_F_LAST : 0) |
@@ -761,16 +900,25 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		path = soft_path_pick(req, -1);
 		spin_unlock_bh(&req->lock);
 
-		skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
-				     len);
-		if (skb && metaroce_mr_copy_to_buf(r->mr, r->rkey, r->va + off,
-						   skb_put(skb, len), len)) {
-			kfree_skb(skb);
-			refuse_revoked_read(sqp, psn);
-			break;
+		if (r->atomic) {
+			skb = build_atomic_resp(qp, r);
+		} else {
+			skb = soft_alloc_skb(qp, METAROCE_BTH_LEN +
+					     METAROCE_DETH_LEN, len);
+			if (skb && metaroce_mr_copy_to_buf(r->mr, r->rkey,
+							   r->va + off,
+							   skb_put(skb, len),
+							   len)) {
+				kfree_skb(skb);
+				refuse_at_turn(sqp, psn,
+					       METAROCE_NAK_REMOTE_ACCESS);
+				break;
+			}
 		}
 		if (skb) {
-			soft_fill_bth((void *)skb->data, METAROCE_OP_READ_RESP,
+			soft_fill_bth((void *)skb->data, r->atomic ?
+				      METAROCE_OP_ATOMIC_RESP :
+				      METAROCE_OP_READ_RESP,
 				      flags, qp->attr.dest_qp_num,
 				      qp->ibqp.qp_num, psn, path);
 			deth = (void *)skb->data + METAROCE_BTH_LEN;

@@ -22,6 +22,7 @@
 union ext_hdr {
 	struct metaroce_deth deth;
 	struct metaroce_rreq rreq;
+	struct metaroce_areq areq;
 	struct metaroce_ack ack;
 };
 
@@ -48,7 +49,12 @@ static bool flags_allowed(u8 opcode, u8 flags)
 	case METAROCE_OP_WRITE:
 		return !(flags & METAROCE_F_INV);
 	case METAROCE_OP_READ_REQ:
+	case METAROCE_OP_ATOMIC_CMP_SWP:
+	case METAROCE_OP_ATOMIC_FETCH_ADD:
 		return !(flags & ~(METAROCE_F_ACK_REQ | METAROCE_F_RETX));
+	case METAROCE_OP_ATOMIC_RESP:
+		return (flags & ~METAROCE_F_RETX) ==
+		       (METAROCE_F_FIRST | METAROCE_F_LAST);
 	case METAROCE_OP_READ_RESP:
 		return !(flags & ~(METAROCE_F_FIRST | METAROCE_F_LAST |
 				   METAROCE_F_RETX));
@@ -71,6 +77,12 @@ static bool zero_fields_clear(const struct soft_pkt_info *pkt)
 		if (pkt->deth.key)
 			return false;
 		break;
+	case METAROCE_OP_ATOMIC_RESP:
+		/* Its row of protocol.md section 3.1: only the MSN varies. */
+		return !pkt->deth.addr && !pkt->deth.key && !pkt->deth.imm &&
+		       pkt->deth.msg_len == METAROCE_ATOMIC_LEN;
+	case METAROCE_OP_ATOMIC_FETCH_ADD:
+		return !pkt->areq.compare;
 	case METAROCE_OP_UD_SEND:
 		if (pkt->deth.msn)
 			return false;
@@ -116,6 +128,15 @@ static void parse_rreq(struct soft_pkt_info *pkt, const struct metaroce_rreq *r)
 	pkt->rreq.msn = be32_to_cpu(r->msn);
 }
 
+static void parse_areq(struct soft_pkt_info *pkt, const struct metaroce_areq *a)
+{
+	pkt->areq.va = be64_to_cpu(a->va);
+	pkt->areq.rkey = be32_to_cpu(a->rkey);
+	pkt->areq.msn = be32_to_cpu(a->msn);
+	pkt->areq.swap_add = be64_to_cpu(a->swap_add);
+	pkt->areq.compare = be64_to_cpu(a->compare);
+}
+
 static bool parse_ack(struct soft_pkt_info *pkt, const struct metaroce_ack *a)
 {
 	int i;
@@ -155,6 +176,8 @@ static bool data_consistent(const struct soft_pkt_info *pkt)
 		return pkt->payload_len <= pkt->deth.msg_len;
 	case METAROCE_OP_UD_SEND:
 		return !pkt->deth.addr && pkt->payload_len == pkt->deth.msg_len;
+	case METAROCE_OP_ATOMIC_RESP:
+		return pkt->payload_len == METAROCE_ATOMIC_LEN;
 	}
 	return true;
 }
@@ -273,6 +296,9 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 		if (!data_consistent(pkt))
 			goto malformed;
 		break;
+	case METAROCE_AREQ_LEN:
+		parse_areq(pkt, &ext.areq);
+		break;
 	case METAROCE_ACK_LEN:
 		if (!parse_ack(pkt, &ext.ack))
 			goto malformed;
@@ -308,7 +334,8 @@ static bool state_accepts(enum ib_qp_state state, u8 opcode)
 	case IB_QPS_RTR:
 		/* Receive side only: requests (and datagrams). */
 		return opcode != METAROCE_OP_ACK &&
-		       opcode != METAROCE_OP_READ_RESP;
+		       opcode != METAROCE_OP_READ_RESP &&
+		       opcode != METAROCE_OP_ATOMIC_RESP;
 	case IB_QPS_RTS:
 	case IB_QPS_SQD:
 	case IB_QPS_SQE:
@@ -351,6 +378,9 @@ static bool dispatch(struct metaroce_dev *mdev, struct metaroce_qp *qp,
 		break;
 	case METAROCE_OP_READ_RESP:
 		soft_comp_rx_read_resp(sqp, pkt);
+		break;
+	case METAROCE_OP_ATOMIC_RESP:
+		soft_comp_rx_atomic_resp(sqp, pkt);
 		break;
 	default:
 		soft_resp_rx(sqp, pkt);

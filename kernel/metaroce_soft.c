@@ -128,6 +128,8 @@ static int soft_qp_create(struct metaroce_qp *qp)
 				   gfp);
 	if (!sqp->req.swqes || !sqp->resp.rwqes)
 		goto err;
+	if (qp->ibqp.qp_type == IB_QPT_RC && soft_atomic_alloc(&sqp->resp, gfp))
+		goto err;
 	if (qp->ibqp.qp_type == IB_QPT_RC)
 		soft_paths_init(&sqp->req, qp->ibqp.qp_num,
 				qp->mdev->num_paths);
@@ -148,6 +150,7 @@ static int soft_qp_create(struct metaroce_qp *qp)
 	return 0;
 
 err:
+	soft_atomic_free(&sqp->resp);
 	kvfree(sqp->resp.rwqes);
 	kvfree(sqp->req.swqes);
 	kvfree(sqp);
@@ -178,6 +181,7 @@ static void soft_qp_destroy(struct metaroce_qp *qp)
 	soft_req_reset(sqp);
 	soft_resp_reset(sqp);
 	soft_paths_cleanup(&sqp->req);
+	soft_atomic_free(&sqp->resp);
 	kvfree(sqp->resp.rwqes);
 	kvfree(sqp->req.swqes);
 	kvfree(sqp);

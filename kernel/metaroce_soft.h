@@ -25,6 +25,8 @@
 #define SOFT_MAX_READS		METAROCE_MAX_RD_ATOMIC
 /* READs a responder remembers, to answer only true duplicates of them. */
 #define SOFT_READ_HISTORY	METAROCE_MAX_RD_ATOMIC
+/* Atomics it remembers having executed (protocol.md section 5). */
+#define SOFT_ATOMIC_HISTORY	METAROCE_MAX_RD_ATOMIC
 /*
  * ACK, loss detection and RTO counts and times are the protocol's defaults
  * (METAROCE_* in metaroce_wire.h), shared with the C++ model.
@@ -188,9 +190,13 @@ struct soft_rwqe {
 	u32 inv_rkey;
 };
 
-/* A READ_REQ part the responder answers. */
+/*
+ * A READ_REQ part the responder answers, or an atomic: a part of one
+ * 8-byte response, executed when its turn comes (or, answering a repeat,
+ * already executed: then it holds no MR, only the recorded value).
+ */
 struct soft_read {
-	struct metaroce_mr *mr;		/* referenced */
+	struct metaroce_mr *mr;		/* referenced; NULL for a repeat */
 	u32 rkey;			/* that found it */
 	u64 va;				/* of the first byte of the part */
 	u32 psn;			/* of its first response packet */
@@ -200,6 +206,23 @@ struct soft_read {
 	u32 sent;			/* bytes sent */
 	bool retx;			/* a re-read: responses carry RETX */
 	bool done;			/* all sent; leaves at the head */
+	u8 atomic;			/* METAROCE_OP_ATOMIC_*; 0: a READ */
+	bool executed;			/* atomic: orig holds its result */
+	u64 swap_add;
+	u64 compare;
+	u64 orig;			/* the word before the operation */
+};
+
+/* An atomic the responder executed: a repeat must match every field. */
+struct soft_atomic_rec {
+	u64 va;
+	u64 swap_add;
+	u64 compare;
+	u64 orig;			/* the value it returned */
+	u32 psn;
+	u32 rkey;
+	u32 msn;
+	u8 opcode;			/* 0: unused */
 };
 
 /*
@@ -229,6 +252,9 @@ struct soft_resp {
 	u32 read_tail;
 	/* READs accepted lately: only these are answered again. */
 	struct soft_read_seen seen_reads[SOFT_READ_HISTORY];
+	/* Atomics executed, a ring with the oldest replaced (RC only). */
+	struct soft_atomic_rec *atomics;
+	u32 atomic_next;
 	/*
 	 * A request refused (bad key, length, ...): the NAK goes out, and the
 	 * QP fails, once everything before it has arrived.
@@ -292,6 +318,13 @@ struct soft_pkt_info {
 			u32 msn;
 		} rreq;
 		struct {
+			u64 va;
+			u32 rkey;
+			u32 msn;
+			u64 swap_add;
+			u64 compare;
+		} areq;
+		struct {
 			u32 cum_psn;
 			u32 nak_psn;
 			u8 syndrome;
@@ -306,6 +339,21 @@ struct soft_pkt_info {
 	struct metaroce_av src;		/* addresses it came from */
 	u8 smac[ETH_ALEN];
 };
+
+static inline bool soft_op_is_atomic(u8 opcode)
+{
+	return opcode == METAROCE_OP_ATOMIC_CMP_SWP ||
+	       opcode == METAROCE_OP_ATOMIC_FETCH_ADD;
+}
+
+/*
+ * A request the responder answers with response packets, one per PSN it
+ * takes (a READ_REQ part, an atomic): the requester's READ machinery.
+ */
+static inline bool soft_op_asks_responses(u8 opcode)
+{
+	return opcode == METAROCE_OP_READ_REQ || soft_op_is_atomic(opcode);
+}
 
 /* Packets of @len bytes at @mtu per packet: at least one. Cannot wrap. */
 static inline u32 soft_npkts(u32 len, u32 mtu)
@@ -376,6 +424,8 @@ void soft_req_notify_drained(struct metaroce_soft_qp *sqp);
 void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
 void soft_comp_rx_read_resp(struct metaroce_soft_qp *sqp,
 			    struct soft_pkt_info *pkt);
+void soft_comp_rx_atomic_resp(struct metaroce_soft_qp *sqp,
+			      struct soft_pkt_info *pkt);
 void soft_comp_complete(struct metaroce_soft_qp *sqp);
 void soft_sq_retire(struct metaroce_qp *qp, u64 wr_id, u32 wr_opcode,
 		    u8 status, u32 len, bool cqe);
@@ -391,6 +441,18 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp);
 void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
 int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget);
 void soft_resp_flush(struct metaroce_soft_qp *sqp);
+
+/* metaroce_atomic.c: the responder's atomics, executed exactly once */
+int soft_atomic_alloc(struct soft_resp *resp, gfp_t gfp);
+void soft_atomic_free(struct soft_resp *resp);
+void soft_atomic_reset(struct soft_resp *resp);
+u8 soft_atomic_check(struct metaroce_soft_qp *sqp,
+		     const struct soft_pkt_info *pkt, struct metaroce_mr **mr);
+const struct soft_atomic_rec *
+soft_atomic_find(const struct soft_resp *resp, const struct soft_pkt_info *pkt);
+bool soft_atomic_pending(const struct soft_resp *resp,
+			 const struct soft_pkt_info *pkt);
+int soft_atomic_execute(struct soft_resp *resp, struct soft_read *r);
 
 /* metaroce_ud.c: datagrams (UD and GSI QPs) */
 enum soft_tx_result soft_ud_transmit(struct metaroce_soft_qp *sqp,

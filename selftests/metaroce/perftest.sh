@@ -1,7 +1,7 @@
 #!/bin/bash
-# Stock perftest over MetaRoCE: every bandwidth and latency program, all
-# message sizes (-a), several QPs (-q 4), both directions (-b), and
-# connection setup through rdma_cm (-R). Runs between two VMs (vmrun --vms
+# Stock perftest over MetaRoCE: every bandwidth and latency program (the
+# atomic ones with both operations), all message sizes (-a), several QPs
+# (-q 4), both directions (-b), and connection setup through rdma_cm (-R). Runs between two VMs (vmrun --vms
 # 2: VM 0 serves, VM 1 connects) or, in one VM, between two network
 # namespaces.
 source "$(dirname "$0")/lib.sh"
@@ -97,7 +97,7 @@ pair_once() {
 ALL=(-a -x 1 -n 5)
 BW_ALL=(-a -x 1 -n 5)
 
-tap_plan 17
+tap_plan 21
 run_test "setup" setup
 for tool in ib_write_bw ib_read_bw ib_send_bw; do
 	run_test "$tool: all sizes (-a)" pair "$tool" "${BW_ALL[@]}"
@@ -110,5 +110,10 @@ done
 run_test "ib_write_bw over rdma_cm (-R)" pair ib_write_bw -R -s 65536 -n 200
 run_test "ib_send_bw over rdma_cm (-R)" pair ib_send_bw -R -s 4096 -n 200
 run_test "ib_read_lat over rdma_cm (-R)" pair ib_read_lat -R -s 64 -n 200
+# Atomics: one 8-byte READ-like exchange each, both operations.
+for op in FETCH_AND_ADD CMP_AND_SWAP; do
+	run_test "ib_atomic_bw -A $op" pair ib_atomic_bw -x 1 -A "$op" -n 2000
+	run_test "ib_atomic_lat -A $op" pair ib_atomic_lat -x 1 -A "$op" -n 1000
+done
 run_test "ib_write_lat, 8 bytes, 1000 iterations" pair ib_write_lat -x 1 -s 8 -n 1000
 tap_finish

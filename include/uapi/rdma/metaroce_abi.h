@@ -97,7 +97,17 @@ struct metaroce_send_wqe {
 			__u32		reserved;
 		} ud;
 	};
-	__u32		reserved1[4];
+	union {
+		__u32		reserved1[4];
+		/*
+		 * ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD (with rdma above):
+		 * the compare value or the addend, and the swap value.
+		 */
+		struct {
+			__aligned_u64	compare_add;
+			__aligned_u64	swap;
+		} atomic;
+	};
 	/* followed by the SGEs or the inline data */
 };
 

@@ -46,6 +46,9 @@ enum metaroce_opcode {
 	METAROCE_OP_READ_REQ	= 0x03,	/* read request */
 	METAROCE_OP_READ_RESP	= 0x04,	/* data: read response */
 	METAROCE_OP_UD_SEND	= 0x05,	/* data: datagram (UD and GSI QPs) */
+	METAROCE_OP_ATOMIC_CMP_SWP	= 0x06,	/* atomic compare and swap */
+	METAROCE_OP_ATOMIC_FETCH_ADD	= 0x07,	/* atomic fetch and add */
+	METAROCE_OP_ATOMIC_RESP	= 0x08,	/* the original value, 8 bytes */
 	METAROCE_OP_ACK		= 0x10,	/* ACK or NAK with SACK bitmap */
 };
 
@@ -110,6 +113,22 @@ struct metaroce_rreq {
 	__be32	msn;		/* the READ's message number in the stream */
 };
 
+/*
+ * Atomic request (ATOMIC_CMP_SWP, ATOMIC_FETCH_ADD): 32 bytes. It takes one
+ * PSN; its ATOMIC_RESP carries the same PSN, a DETH (addr 0, key 0, the
+ * request's msn, msg_len 8, imm 0) and the 8-byte value the responder's
+ * memory held before the operation. A retransmitted request is answered
+ * from the responder's record of executed atomics, never executed twice
+ * (protocol.md section 6).
+ */
+struct metaroce_areq {
+	__be64	va;		/* remote address, a multiple of 8 */
+	__be32	rkey;
+	__be32	msn;		/* message number in the stream, as a READ's */
+	__be64	swap_add;	/* CMP_SWP: the new value; FETCH_ADD: addend */
+	__be64	compare;	/* CMP_SWP: the expected value; FETCH_ADD: 0 */
+};
+
 /* metaroce_ack.syndrome */
 enum metaroce_syndrome {
 	METAROCE_ACK			= 0x00,
@@ -142,6 +161,9 @@ struct metaroce_ack {
 #define METAROCE_BTH_LEN	24
 #define METAROCE_DETH_LEN	24
 #define METAROCE_RREQ_LEN	24
+#define METAROCE_AREQ_LEN	32
+/* The operand of an atomic: one 64-bit word, 8-byte aligned. */
+#define METAROCE_ATOMIC_LEN	8
 #define METAROCE_ACK_LEN	56
 
 /* Largest header stack: BTH + extension. */
@@ -155,9 +177,13 @@ static inline int metaroce_ext_len(__u8 opcode)
 	case METAROCE_OP_WRITE:
 	case METAROCE_OP_READ_RESP:
 	case METAROCE_OP_UD_SEND:
+	case METAROCE_OP_ATOMIC_RESP:
 		return METAROCE_DETH_LEN;
 	case METAROCE_OP_READ_REQ:
 		return METAROCE_RREQ_LEN;
+	case METAROCE_OP_ATOMIC_CMP_SWP:
+	case METAROCE_OP_ATOMIC_FETCH_ADD:
+		return METAROCE_AREQ_LEN;
 	case METAROCE_OP_ACK:
 		return METAROCE_ACK_LEN;
 	default:
@@ -169,7 +195,8 @@ static inline int metaroce_ext_len(__u8 opcode)
 static inline int metaroce_op_has_payload(__u8 opcode)
 {
 	return opcode == METAROCE_OP_SEND || opcode == METAROCE_OP_WRITE ||
-	       opcode == METAROCE_OP_READ_RESP || opcode == METAROCE_OP_UD_SEND;
+	       opcode == METAROCE_OP_READ_RESP || opcode == METAROCE_OP_UD_SEND ||
+	       opcode == METAROCE_OP_ATOMIC_RESP;
 }
 
 /*

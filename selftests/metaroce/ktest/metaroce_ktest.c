@@ -6,10 +6,11 @@
  * loopback on one device), runs SEND, SEND with immediate, WRITE, WRITE
  * with immediate and READ with every byte checked, then fast registration
  * as storage protocols use it (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR,
- * IB_WR_LOCAL_INV, IB_WR_SEND_WITH_INV), then a WRITE with a bad rkey that
- * must fail with a remote access error. With srq=1 both QPs receive from a
- * shared receive queue (ib_create_srq, ib_post_srq_recv). With stale=1
- * that last WRITE uses the key of an invalidated registration instead.
+ * IB_WR_LOCAL_INV, IB_WR_SEND_WITH_INV; atomics on the registration), then
+ * a WRITE with a bad rkey that must fail with a remote access error. With
+ * srq=1 both QPs receive from a shared receive queue (ib_create_srq,
+ * ib_post_srq_recv). With stale=1 that last WRITE uses the key of an
+ * invalidated registration instead.
  * The load fails (-EIO) if any check fails; the log says which.
  *
  *   insmod metaroce_ktest.ko dev_a=mr0 dev_b=mr1 [srq=1]
@@ -150,7 +151,8 @@ static int connect_qp(struct side *s, struct side *peer, u32 sq_psn,
 		.qp_state = IB_QPS_INIT,
 		.port_num = 1,
 		.qp_access_flags = IB_ACCESS_REMOTE_WRITE |
-				   IB_ACCESS_REMOTE_READ,
+				   IB_ACCESS_REMOTE_READ |
+				   IB_ACCESS_REMOTE_ATOMIC,
 	};
 	int err;
 
@@ -381,7 +383,7 @@ static int frwr_register(struct side *b, struct frwr *f, u64 wr_id)
 		},
 		.mr = f->mr,
 		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
-			  IB_ACCESS_REMOTE_READ,
+			  IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC,
 	};
 	struct ib_wc wc;
 	int n, err;
@@ -426,6 +428,61 @@ static int frwr_write_read(struct side *a, struct side *b, struct frwr *f)
 	err = err ?: wait_wc(a, 11, NULL);
 	return err ?: check_bytes("frwr read", a->buf, b->buf + FR_OFFSET + at,
 				  piece);
+}
+
+static int post_atomic(struct side *a, enum ib_wr_opcode op, u64 wr_id,
+		       u64 remote, u32 rkey, u64 compare_add, u64 swap)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)a->buf, .length = sizeof(u64),
+		.lkey = a->pd->local_dma_lkey,
+	};
+	struct ib_atomic_wr wr = {
+		.wr = {
+			.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+			.opcode = op, .send_flags = IB_SEND_SIGNALED,
+		},
+		.remote_addr = remote,
+		.rkey = rkey,
+		.compare_add = compare_add,
+		.swap = swap,
+	};
+
+	return ib_post_send(a->qp, &wr.wr, NULL);
+}
+
+/*
+ * a fetch-adds and compare-swaps a word of the registration on the second
+ * page; the result comes back in a's buffer, the word changes in b's.
+ */
+static int frwr_atomic(struct side *a, struct side *b, struct frwr *f)
+{
+	/* The word's address, iova + at, is a multiple of 8. */
+	u32 at = PAGE_SIZE + 60;
+	u64 *word = (u64 *)(b->buf + FR_OFFSET + at), *res = (u64 *)a->buf;
+	struct ib_wc wc;
+	int err;
+
+	*word = 0x1122334455667788ULL;
+	*res = 0;
+	err = post_atomic(a, IB_WR_ATOMIC_FETCH_AND_ADD, 13, f->mr->iova + at,
+			  f->mr->rkey, 8, 0);
+	err = err ?: wait_wc(a, 13, &wc);
+	if (!err && (wc.opcode != IB_WC_FETCH_ADD || wc.byte_len != 8 ||
+		     *res != 0x1122334455667788ULL ||
+		     *word != 0x1122334455667790ULL))
+		err = -EIO;
+	err = err ?: post_atomic(a, IB_WR_ATOMIC_CMP_AND_SWP, 14,
+				 f->mr->iova + at, f->mr->rkey,
+				 0x1122334455667790ULL, 42);
+	err = err ?: wait_wc(a, 14, &wc);
+	if (!err && (wc.opcode != IB_WC_COMP_SWAP ||
+		     *res != 0x1122334455667790ULL || *word != 42))
+		err = -EIO;
+	if (err)
+		pr_err("metaroce_ktest: frwr atomic: %d (result %#llx, word %#llx)\n",
+		       err, *res, *word);
+	return err;
 }
 
 static int frwr_local_inv(struct side *b, struct frwr *f, u64 wr_id)
@@ -489,6 +546,7 @@ static int test_frwr(struct side *a, struct side *b, u32 *stale_key)
 	err = frwr_setup(b, &f);
 	err = err ?: frwr_register(b, &f, 20);
 	err = err ?: frwr_write_read(a, b, &f);
+	err = err ?: frwr_atomic(a, b, &f);
 	err = err ?: frwr_local_inv(b, &f, 21);
 	err = err ?: frwr_register(b, &f, 22);
 	err = err ?: frwr_write_read(a, b, &f);

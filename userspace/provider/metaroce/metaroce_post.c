@@ -327,6 +327,35 @@ static void wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
 	wr_rdma(qpx, IBV_WR_RDMA_READ, rkey, remote_addr, 0);
 }
 
+static void wr_atomic(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
+		      uint32_t rkey, uint64_t remote_addr, uint64_t compare_add,
+		      uint64_t swap)
+{
+	struct metaroce_send_wqe *wqe;
+
+	wqe = wr_begin(qpx_to_mqp(qpx), opcode);
+	if (!wqe)
+		return;
+	wqe->rdma.remote_addr = remote_addr;
+	wqe->rdma.rkey = rkey;
+	wqe->atomic.compare_add = compare_add;
+	wqe->atomic.swap = swap;
+}
+
+static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
+			      uint64_t remote_addr, uint64_t compare,
+			      uint64_t swap)
+{
+	wr_atomic(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr, compare,
+		  swap);
+}
+
+static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+				uint64_t remote_addr, uint64_t add)
+{
+	wr_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, add, 0);
+}
+
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			   uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -389,10 +418,28 @@ static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
 	wr_set_inline_data_list(qpx, 1, &buf);
 }
 
+/*
+ * Whether every atomic of the batch was given its 8-byte SGE: one without
+ * any would otherwise reach the kernel, which fails the QP over it.
+ */
+static int wr_check_atomics(struct metaroce_qp *qp)
+{
+	uint32_t i;
+
+	for (i = qp->sq.ring.index; i != qp->wr_index; i++) {
+		struct metaroce_send_wqe *wqe = metaroce_ring_slot(&qp->sq.ring,
+								   i);
+
+		if (metaroce_wqe_is_atomic(wqe) && wqe->num_sge != 1)
+			return EINVAL;
+	}
+	return 0;
+}
+
 static int wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct metaroce_qp *qp = qpx_to_mqp(qpx);
-	int err = qp->wr_err, db_err;
+	int err = qp->wr_err ? qp->wr_err : wr_check_atomics(qp), db_err;
 
 	qp->wr_cur = NULL;
 	/* On error nothing is published: the slots are simply reused. */
@@ -425,6 +472,10 @@ void metaroce_qp_init_wr_api(struct metaroce_qp *qp, uint64_t send_ops)
 		qpx->wr_rdma_write_imm = wr_rdma_write_imm;
 	if (send_ops & IBV_QP_EX_WITH_RDMA_READ)
 		qpx->wr_rdma_read = wr_rdma_read;
+	if (send_ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+	if (send_ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
 
 	qpx->wr_set_sge = wr_set_sge;
 	qpx->wr_set_sge_list = wr_set_sge_list;

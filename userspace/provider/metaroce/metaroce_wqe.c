@@ -15,7 +15,9 @@
 /* IBV_WR_* values are the uverbs (and kernel) opcodes the WQE carries. */
 _Static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 &&
 		       IBV_WR_SEND == 2 && IBV_WR_SEND_WITH_IMM == 3 &&
-		       IBV_WR_RDMA_READ == 4 && IBV_WR_SEND_WITH_INV == 9,
+		       IBV_WR_RDMA_READ == 4 && IBV_WR_SEND_WITH_INV == 9 &&
+		       IBV_WR_ATOMIC_CMP_AND_SWP == 5 &&
+		       IBV_WR_ATOMIC_FETCH_AND_ADD == 6,
 	       "IBV_WR_* differ from IB_UVERBS_WR_*");
 
 #define METAROCE_SUPPORTED_SEND_FLAGS                                          \
@@ -32,6 +34,8 @@ bool metaroce_send_opcode_ok(enum ibv_qp_type qp_type,
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 	/* The peer invalidates; a user PD has nothing to invalidate locally. */
 	case IBV_WR_SEND_WITH_INV:
 		return qp_type == IBV_QPT_RC;
@@ -65,6 +69,12 @@ void metaroce_wqe_init(struct metaroce_send_wqe *wqe, uint64_t wr_id,
 	wqe->flags = flags;
 }
 
+bool metaroce_wqe_is_atomic(const struct metaroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 int metaroce_wqe_set_sge_list(struct metaroce_send_wqe *wqe,
 			      const struct metaroce_sq_caps *caps,
 			      size_t num_sge, const struct ibv_sge *sg_list)
@@ -73,6 +83,10 @@ int metaroce_wqe_set_sge_list(struct metaroce_send_wqe *wqe,
 	size_t i;
 
 	if (num_sge > caps->max_sge)
+		return EINVAL;
+	/* An atomic's result: one 8-byte buffer, as the kernel requires. */
+	if (metaroce_wqe_is_atomic(wqe) &&
+	    (num_sge != 1 || sg_list[0].length != sizeof(uint64_t)))
 		return EINVAL;
 
 	for (i = 0; i < num_sge; i++) {
@@ -99,8 +113,8 @@ static void wqe_append_inline(struct metaroce_send_wqe *wqe, const void *addr,
 
 static int wqe_begin_inline(struct metaroce_send_wqe *wqe)
 {
-	/* A READ writes into local buffers: there is nothing to inline. */
-	if (wqe->opcode == IBV_WR_RDMA_READ)
+	/* READs and atomics write into local buffers: nothing to inline. */
+	if (wqe->opcode == IBV_WR_RDMA_READ || metaroce_wqe_is_atomic(wqe))
 		return EINVAL;
 	wqe->num_sge = 0;
 	wqe->inline_len = 0;
@@ -179,6 +193,12 @@ int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 		wqe->ud.ah = ah_num;
 		wqe->ud.remote_qpn = wr->wr.ud.remote_qpn;
 		wqe->ud.remote_qkey = wr->wr.ud.remote_qkey;
+	} else if (metaroce_wqe_is_atomic(wqe)) {
+		wqe->rdma.remote_addr = wr->wr.atomic.remote_addr;
+		wqe->rdma.rkey = wr->wr.atomic.rkey;
+		wqe->atomic.compare_add = wr->wr.atomic.compare_add;
+		if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+			wqe->atomic.swap = wr->wr.atomic.swap;
 	} else if (wr->opcode != IBV_WR_SEND &&
 		   wr->opcode != IBV_WR_SEND_WITH_IMM &&
 		   wr->opcode != IBV_WR_SEND_WITH_INV) {

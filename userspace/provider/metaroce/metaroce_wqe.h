@@ -44,7 +44,13 @@ int metaroce_wqe_flags(unsigned int send_flags, bool sig_all, uint32_t *flags);
 void metaroce_wqe_init(struct metaroce_send_wqe *wqe, uint64_t wr_id,
 		       enum ibv_wr_opcode opcode, uint32_t flags);
 
-/* Gives @wqe @num_sge gather entries.  EINVAL if more than caps allow. */
+/* Whether @wqe is a compare-and-swap or a fetch-and-add. */
+bool metaroce_wqe_is_atomic(const struct metaroce_send_wqe *wqe);
+
+/*
+ * Gives @wqe @num_sge gather entries.  EINVAL if more than caps allow, or
+ * for an atomic other than one SGE of 8 bytes (its result).
+ */
 int metaroce_wqe_set_sge_list(struct metaroce_send_wqe *wqe,
 			      const struct metaroce_sq_caps *caps,
 			      size_t num_sge, const struct ibv_sge *sg_list);

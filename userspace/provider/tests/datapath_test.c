@@ -1637,6 +1637,151 @@ static void test_concurrent_polls(void)
 	free_cq(cq);
 }
 
+/* --- atomics -------------------------------------------------------------- */
+
+static void test_post_send_atomic(void)
+{
+	struct metaroce_qp *qp = make_qp(&rc_cfg);
+	uint32_t p0 = qp->sq.ring.index;
+	struct ibv_sge sg = { .addr = 0x7000, .length = 8, .lkey = 3 };
+	struct ibv_sge sg2[2] = {
+		{ .addr = 0x7000, .length = 4, .lkey = 3 },
+		{ .addr = 0x7004, .length = 4, .lkey = 3 },
+	};
+	struct ibv_send_wr wr[2] = {}, *bad = NULL;
+	struct metaroce_send_wqe *w;
+
+	wr[0].wr_id = 21;
+	wr[0].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr[0].send_flags = IBV_SEND_SIGNALED;
+	wr[0].wr.atomic.remote_addr = 0x10008;
+	wr[0].wr.atomic.rkey = 0x44;
+	wr[0].wr.atomic.compare_add = 0x1111222233334444ull;
+	wr[0].wr.atomic.swap = 0x5555666677778888ull;
+	wr[0].sg_list = &sg;
+	wr[0].num_sge = 1;
+	wr[0].next = &wr[1];
+	wr[1].wr_id = 22;
+	wr[1].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr[1].send_flags = IBV_SEND_FENCE;
+	wr[1].wr.atomic.remote_addr = 0x20000;
+	wr[1].wr.atomic.rkey = 0x45;
+	wr[1].wr.atomic.compare_add = 3;
+	wr[1].sg_list = &sg;
+	wr[1].num_sge = 1;
+
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, wr, &bad), 0);
+	CHECK_EQ(producer(&qp->sq.ring), p0 + 2);
+	w = sq_wqe(qp, p0);
+	CHECK_EQ(w->wr_id, 21);
+	CHECK_EQ(w->opcode, IBV_WR_ATOMIC_CMP_AND_SWP);
+	CHECK_EQ(w->flags, METAROCE_WQE_SIGNALED);
+	CHECK_EQ(w->rdma.remote_addr, 0x10008);
+	CHECK_EQ(w->rdma.rkey, 0x44);
+	CHECK_EQ(w->atomic.compare_add, 0x1111222233334444ull);
+	CHECK_EQ(w->atomic.swap, 0x5555666677778888ull);
+	CHECK_EQ(w->num_sge, 1);
+	CHECK_EQ(wqe_sge(w)[0].addr, 0x7000);
+	CHECK_EQ(wqe_sge(w)[0].length, 8);
+	CHECK_EQ(wqe_sge(w)[0].lkey, 3);
+	w = sq_wqe(qp, p0 + 1);
+	CHECK_EQ(w->opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	CHECK_EQ(w->flags, METAROCE_WQE_FENCE);
+	CHECK_EQ(w->rdma.remote_addr, 0x20000);
+	CHECK_EQ(w->rdma.rkey, 0x45);
+	CHECK_EQ(w->atomic.compare_add, 3);
+	CHECK_EQ(w->atomic.swap, 0);
+
+	/* The result needs exactly one 8-byte SGE, and cannot be inline. */
+	wr[1].next = NULL;
+	sg.length = 4;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
+	CHECK(bad == &wr[1]);
+	sg.length = 8;
+	wr[1].sg_list = sg2;
+	wr[1].num_sge = 2;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
+	wr[1].num_sge = 0;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
+	wr[1].sg_list = &sg;
+	wr[1].num_sge = 1;
+	wr[1].send_flags = IBV_SEND_INLINE;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
+	CHECK_EQ(producer(&qp->sq.ring), p0 + 2);
+	free_qp(qp);
+
+	/* RC only. */
+	CHECK(!metaroce_send_opcode_ok(IBV_QPT_UD,
+				       IBV_WR_ATOMIC_FETCH_AND_ADD));
+	CHECK(metaroce_send_opcode_ok(IBV_QPT_RC, IBV_WR_ATOMIC_CMP_AND_SWP));
+}
+
+static void test_wr_api_atomic(void)
+{
+	struct metaroce_qp *qp = make_qp(&rc_cfg);
+	struct ibv_qp_ex *qpx = &qp->vqp.qp_ex;
+	uint32_t p0 = qp->sq.ring.index;
+	struct metaroce_send_wqe *w;
+
+	CHECK(qpx->wr_atomic_cmp_swp && qpx->wr_atomic_fetch_add);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 31;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_cmp_swp(qpx, 0x66, 0x3000, 5, 6);
+	ibv_wr_set_sge(qpx, 2, 0x8000, 8);
+	qpx->wr_id = 32;
+	qpx->wr_flags = 0;
+	ibv_wr_atomic_fetch_add(qpx, 0x67, 0x3008, 9);
+	ibv_wr_set_sge(qpx, 2, 0x8008, 8);
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(producer(&qp->sq.ring), p0 + 2);
+	w = sq_wqe(qp, p0);
+	CHECK_EQ(w->wr_id, 31);
+	CHECK_EQ(w->opcode, IBV_WR_ATOMIC_CMP_AND_SWP);
+	CHECK_EQ(w->rdma.rkey, 0x66);
+	CHECK_EQ(w->rdma.remote_addr, 0x3000);
+	CHECK_EQ(w->atomic.compare_add, 5);
+	CHECK_EQ(w->atomic.swap, 6);
+	CHECK_EQ(w->num_sge, 1);
+	CHECK_EQ(wqe_sge(w)[0].length, 8);
+	w = sq_wqe(qp, p0 + 1);
+	CHECK_EQ(w->opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	CHECK_EQ(w->rdma.remote_addr, 0x3008);
+	CHECK_EQ(w->atomic.compare_add, 9);
+	CHECK_EQ(w->atomic.swap, 0);
+
+	/* A 4-byte SGE fails the batch; nothing is posted. */
+	ibv_wr_start(qpx);
+	ibv_wr_atomic_fetch_add(qpx, 0x67, 0x3008, 1);
+	ibv_wr_set_sge(qpx, 2, 0x8008, 4);
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	/* So does inline data, and no SGE at all. */
+	ibv_wr_start(qpx);
+	ibv_wr_atomic_fetch_add(qpx, 0x67, 0x3008, 1);
+	ibv_wr_set_inline_data(qpx, w, 8);
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_atomic_cmp_swp(qpx, 0x67, 0x3008, 1, 2);
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(producer(&qp->sq.ring), p0 + 2);
+	free_qp(qp);
+}
+
+static void test_poll_atomic(void)
+{
+	struct metaroce_cqe cqe = {
+		.wr_id = 5, .opcode = IBV_WC_FETCH_ADD, .byte_len = 8,
+	};
+	struct ibv_wc wc;
+
+	metaroce_cqe_to_wc(&cqe, &wc);
+	CHECK_EQ(wc.opcode, IBV_WC_FETCH_ADD);
+	CHECK_EQ(wc.byte_len, 8);
+	cqe.opcode = IBV_WC_COMP_SWAP;
+	metaroce_cqe_to_wc(&cqe, &wc);
+	CHECK_EQ(wc.opcode, IBV_WC_COMP_SWAP);
+}
+
 int main(void)
 {
 	test_queue_info();
@@ -1654,6 +1799,9 @@ int main(void)
 	test_wr_api_abort();
 	test_wr_api_errors();
 	test_wr_api_ud();
+	test_post_send_atomic();
+	test_wr_api_atomic();
+	test_poll_atomic();
 	test_poll_cq();
 	test_wc_network_header();
 	test_send_with_invalidate();

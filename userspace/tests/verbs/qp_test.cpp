@@ -178,7 +178,7 @@ TEST_F(QpCreate, ExtendedAttributes)
 	EXPECT_EQ(attempt([](ibv_qp_init_attr_ex &a) {
 			  a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 			  a.send_ops_flags = IBV_QP_EX_WITH_SEND |
-					     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+					     IBV_QP_EX_WITH_ATOMIC_WRITE;
 		  }),
 		  EOPNOTSUPP);
 	EXPECT_EQ(attempt([](ibv_qp_init_attr_ex &a) {
