@@ -68,6 +68,14 @@ inline std::vector<Packet> sample_packets() {
     // UD_SEND.
     out.push_back({bth(Opcode::UdSend, kFirst | kLast | kImm, 0), Deth{0, 0x11111111, 0, 64, 9},
                    pattern(64, 11)});
+    // Atomics: a compare-and-swap, a fetch-and-add retransmitted, and a response.
+    out.push_back({bth(Opcode::AtomicCmpSwp, kAckReq, 15),
+                   AtomicReq{0x40008, 0x99, 5, 0x1111222233334444ull, 7},
+                   {}});
+    out.push_back(
+        {bth(Opcode::AtomicFetchAdd, kAckReq | kRetx, 16), AtomicReq{0x40010, 0x99, 5, 1, 0}, {}});
+    out.push_back(
+        {bth(Opcode::AtomicResponse, kFirst | kLast, 15), Deth{0, 0, 5, 8, 0}, pattern(8, 12)});
     // ACK, and NAKs of every syndrome.
     Ack ack;
     ack.cum_psn = 20;

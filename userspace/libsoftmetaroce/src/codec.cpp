@@ -26,6 +26,7 @@ static_assert(sizeof(metaroce_bth) == METAROCE_BTH_LEN);
 static_assert(sizeof(metaroce_deth) == METAROCE_DETH_LEN);
 static_assert(sizeof(metaroce_rreq) == METAROCE_RREQ_LEN);
 static_assert(sizeof(metaroce_ack) == METAROCE_ACK_LEN);
+static_assert(sizeof(metaroce_areq) == METAROCE_AREQ_LEN);
 
 // Byte 0 of the BTH: version in the high nibble, reserved low nibble.
 constexpr unsigned kVersionShift = 4;
@@ -39,7 +40,8 @@ constexpr std::uint8_t kMaxRnrTimerCode = 31;
 // The flags each opcode may carry (protocol.md section 3): SEND any defined flag (INV only
 // with LAST and without IMM, checked with the DETH), WRITE any but INV, READ_REQ ACK_REQ and
 // RETX, READ_RESP FIRST, LAST and RETX, UD_SEND FIRST and LAST (both, checked with the
-// lengths), IMM and SOLICITED, an ACK none.
+// lengths), IMM and SOLICITED, an atomic request ACK_REQ and RETX, an ATOMIC_RESP FIRST and
+// LAST (both, checked with the DETH) and RETX, an ACK none.
 std::uint8_t allowed_flags(Opcode op) {
     using namespace flag;
     switch (op) {
@@ -53,6 +55,11 @@ std::uint8_t allowed_flags(Opcode op) {
             return kFirst | kLast | kRetx;
         case Opcode::UdSend:
             return kFirst | kLast | kImm | kSolicited;
+        case Opcode::AtomicCmpSwp:
+        case Opcode::AtomicFetchAdd:
+            return kAckReq | kRetx;
+        case Opcode::AtomicResponse:
+            return kFirst | kLast | kRetx;
         case Opcode::Ack:
             return 0;
     }
@@ -79,6 +86,16 @@ ReadReq load_rreq(const std::uint8_t* p) {
     r.offset = load_be32(p + offsetof(metaroce_rreq, offset));
     r.msn = load_be32(p + offsetof(metaroce_rreq, msn));
     return r;
+}
+
+AtomicReq load_areq(const std::uint8_t* p) {
+    AtomicReq a;
+    a.va = load_be64(p + offsetof(metaroce_areq, va));
+    a.rkey = load_be32(p + offsetof(metaroce_areq, rkey));
+    a.msn = load_be32(p + offsetof(metaroce_areq, msn));
+    a.swap_add = load_be64(p + offsetof(metaroce_areq, swap_add));
+    a.compare = load_be64(p + offsetof(metaroce_areq, compare));
+    return a;
 }
 
 // The syndrome is returned raw so that an unknown value can be reported before converting.
@@ -176,6 +193,17 @@ std::optional<ParseError> check_deth(const Bth& bth, const Deth& d, std::uint32_
             }
             if (d.msg_len != payload) return ParseError::InconsistentLength;
             return std::nullopt;
+        case Opcode::AtomicResponse:
+            // Its row of section 3.1: address 0, key 0, the atomic's MSN, length 8, imm 0
+            // (checked above); FIRST and LAST always; exactly the 8 bytes of the value.
+            if (d.addr != 0 || d.key != 0) return ParseError::FieldMustBeZero;
+            if (!bth.has(flag::kFirst) || !bth.has(flag::kLast)) {
+                return ParseError::InconsistentFlags;
+            }
+            if (d.msg_len != METAROCE_ATOMIC_LEN || payload != METAROCE_ATOMIC_LEN) {
+                return ParseError::InconsistentLength;
+            }
+            return std::nullopt;
         default:
             return std::nullopt;
     }
@@ -192,6 +220,13 @@ std::optional<ParseError> check_rreq(const ReadReq& r, std::uint32_t mtu) {
     if (r.va > std::numeric_limits<std::uint64_t>::max() - r.len) {
         return ParseError::InconsistentLength;
     }
+    return std::nullopt;
+}
+
+// A FETCH_ADD has no compare value: it is sent, and checked, as 0 (section 12). The address's
+// alignment is not the codec's: the responder refuses it with an INVALID_REQUEST NAK (section 6).
+std::optional<ParseError> check_areq(const Bth& bth, const AtomicReq& a) {
+    if (bth.opcode == Opcode::AtomicFetchAdd && a.compare != 0) return ParseError::FieldMustBeZero;
     return std::nullopt;
 }
 
@@ -277,6 +312,12 @@ Result<Packet, ParseError> decode(std::span<const std::uint8_t> bytes,
             error = check_rreq(pkt.rreq(), mtu);
             break;
         }
+        case Opcode::AtomicCmpSwp:
+        case Opcode::AtomicFetchAdd: {
+            pkt.ext = load_areq(ext);
+            error = check_areq(bth, pkt.areq());
+            break;
+        }
         case Opcode::Ack: {
             std::uint8_t raw_syndrome = 0;
             Ack ack = load_ack(ext, raw_syndrome);
@@ -302,6 +343,7 @@ std::size_t encoded_size(const Packet& packet) {
     std::size_t ext_len = METAROCE_DETH_LEN;
     if (std::holds_alternative<ReadReq>(packet.ext)) ext_len = METAROCE_RREQ_LEN;
     if (std::holds_alternative<Ack>(packet.ext)) ext_len = METAROCE_ACK_LEN;
+    if (std::holds_alternative<AtomicReq>(packet.ext)) ext_len = METAROCE_AREQ_LEN;
     return kBthLen + ext_len + packet.payload.size();
 }
 
@@ -335,6 +377,13 @@ std::vector<std::uint8_t> encode(const Packet& packet) {
         store_be32(ext + offsetof(metaroce_rreq, offset), r->offset);
         store_be32(ext + offsetof(metaroce_rreq, msn), r->msn);
         ext_len = METAROCE_RREQ_LEN;
+    } else if (const auto* at = std::get_if<AtomicReq>(&packet.ext)) {
+        store_be64(ext + offsetof(metaroce_areq, va), at->va);
+        store_be32(ext + offsetof(metaroce_areq, rkey), at->rkey);
+        store_be32(ext + offsetof(metaroce_areq, msn), at->msn);
+        store_be64(ext + offsetof(metaroce_areq, swap_add), at->swap_add);
+        store_be64(ext + offsetof(metaroce_areq, compare), at->compare);
+        ext_len = METAROCE_AREQ_LEN;
     } else {
         const Ack& a = std::get<Ack>(packet.ext);
         store_be32(ext + offsetof(metaroce_ack, cum_psn), a.cum_psn);

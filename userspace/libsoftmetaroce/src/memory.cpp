@@ -1,6 +1,7 @@
 #include "softmetaroce/memory.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -117,6 +118,41 @@ AccessResult MemoryModel::read(std::uint32_t key, std::uint64_t addr, std::uint3
     const auto begin = region.bytes.begin() + (addr - region.addr);
     out.assign(begin, begin + len);
     return AccessResult::Ok;
+}
+
+AccessResult MemoryModel::atomic(std::uint32_t key, std::uint64_t addr, AtomicOp op,
+                                 std::uint64_t swap_add, std::uint64_t compare,
+                                 std::uint32_t needed, std::uint64_t& original) {
+    const AccessResult result = check(key, addr, sizeof(std::uint64_t), needed);
+    if (result != AccessResult::Ok) return result;
+    if (addr % sizeof(std::uint64_t) != 0) return AccessResult::Misaligned;
+    Region& region = *find(key);
+    std::uint8_t* word = region.bytes.data() + (addr - region.addr);
+    std::uint64_t value = 0;
+    std::memcpy(&value, word, sizeof value);
+    original = value;
+    if (op == AtomicOp::FetchAdd) {
+        value += swap_add;
+    } else if (value == compare) {
+        value = swap_add;
+    }
+    std::memcpy(word, &value, sizeof value);
+    return AccessResult::Ok;
+}
+
+std::optional<std::uint64_t> MemoryModel::load_word(std::uint32_t key, std::uint64_t addr) const {
+    if (check(key, addr, sizeof(std::uint64_t), 0) != AccessResult::Ok) return std::nullopt;
+    const Region& region = *find(key);
+    std::uint64_t value = 0;
+    std::memcpy(&value, region.bytes.data() + (addr - region.addr), sizeof value);
+    return value;
+}
+
+bool MemoryModel::store_word(std::uint32_t key, std::uint64_t addr, std::uint64_t value) {
+    if (check(key, addr, sizeof(std::uint64_t), 0) != AccessResult::Ok) return false;
+    Region& region = *find(key);
+    std::memcpy(region.bytes.data() + (addr - region.addr), &value, sizeof value);
+    return true;
 }
 
 bool MemoryModel::valid_receive_buffer(const ReceiveWqe& wqe) const {

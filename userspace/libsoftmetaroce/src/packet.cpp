@@ -14,6 +14,12 @@ std::string_view to_string(Opcode opcode) {
             return "READ_RESP";
         case Opcode::UdSend:
             return "UD_SEND";
+        case Opcode::AtomicCmpSwp:
+            return "ATOMIC_CMP_SWP";
+        case Opcode::AtomicFetchAdd:
+            return "ATOMIC_FETCH_ADD";
+        case Opcode::AtomicResponse:
+            return "ATOMIC_RESP";
         case Opcode::Ack:
             return "ACK";
     }

@@ -64,12 +64,15 @@ void QueuePair::on_datagram(std::span<const std::uint8_t> bytes, bool ce, TimeUs
         case Opcode::Send:
         case Opcode::Write:
         case Opcode::ReadRequest:
+        case Opcode::AtomicCmpSwp:
+        case Opcode::AtomicFetchAdd:
             receiver_.on_packet(packet, ce, now);
             break;
         case Opcode::Ack:
             sender_.on_ack(packet, now);
             break;
         case Opcode::ReadResponse:
+        case Opcode::AtomicResponse:
             sender_.on_read_response(packet, now);
             break;
         case Opcode::UdSend:

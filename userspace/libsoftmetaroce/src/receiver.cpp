@@ -27,6 +27,7 @@ Receiver::Receiver(const ReceiverConfig& config, MemoryModel& memory, FairShareT
       paths_(paths),
       window_(config.expected_psn) {
     if (!is_valid_segment(config_.mtu)) config_.mtu = segment_size(1024);
+    config_.atomic_records = std::max(config_.atomic_records, config_.max_dest_rd_atomic);
     const unsigned count = std::clamp(config_.num_paths, 1u, PathSet::kMaxPaths);
     for (unsigned i = 0; i < count; ++i) entropies_.push_back(PathSet::entropy_for(config_.qpn, i));
 }
@@ -47,7 +48,8 @@ void Receiver::on_packet(const Packet& packet, bool ce, TimeUs now) {
         return;
     }
     const Opcode op = packet.bth.opcode;
-    if (op != Opcode::Send && op != Opcode::Write && op != Opcode::ReadRequest) {
+    if (op != Opcode::Send && op != Opcode::Write && op != Opcode::ReadRequest &&
+        !is_atomic_request(op)) {
         ++counters_.unexpected_opcode;
         return;
     }
@@ -63,6 +65,8 @@ void Receiver::on_packet(const Packet& packet, bool ce, TimeUs now) {
 
     if (op == Opcode::ReadRequest) {
         handle_read_request(packet, now);
+    } else if (is_atomic_request(op)) {
+        handle_atomic_request(packet, now);
     } else {
         handle_data(packet, now);
     }
@@ -191,7 +195,10 @@ void Receiver::refuse(const Packet& packet, Refusal refusal, TimeUs now) {
 void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     const Psn psn = packet.bth.psn;
     const ReadReq& request = packet.rreq();
-    const PendingRead read{psn, request, packet.bth.has(flag::kRetx)};
+    PendingRead read;
+    read.psn = psn;
+    read.request = request;
+    read.retx = packet.bth.has(flag::kRetx);
     const std::uint32_t packets = read_response_packets(request.len, config_.mtu);
     const Psn last = psn_add(psn, packets - 1);
     const Psn cum = window_.cum_psn();
@@ -270,6 +277,133 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
     if (error_) return;
     schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe || fresh < packets,
                  ahead_of_gap(psn), now);
+}
+
+void Receiver::handle_atomic_request(const Packet& packet, TimeUs now) {
+    const Psn psn = packet.bth.psn;
+    const AtomicReq& request = packet.areq();
+    switch (window_.locate(psn)) {
+        case WindowPosition::Beyond:
+            ++counters_.out_of_window;
+            return;
+        case WindowPosition::Duplicate:
+            handle_duplicate_atomic(packet, now);
+            return;
+        case WindowPosition::New:
+            break;
+    }
+    // Validated at arrival (section 6). The alignment first: it is a property of the request
+    // alone, refused whatever the key names.
+    if (request.va % METAROCE_ATOMIC_LEN != 0) {
+        ++counters_.invalid_naks;
+        send_ack(Syndrome::InvalidRequest, psn, 0, now);
+        fail(std::nullopt);
+        return;
+    }
+    if (!config_.remote_atomic || memory_.check(request.rkey, request.va, METAROCE_ATOMIC_LEN,
+                                                access::kRemoteAtomic) != AccessResult::Ok) {
+        ++counters_.access_naks;
+        send_ack(Syndrome::RemoteAccess, psn, 0, now);
+        fail(std::nullopt);
+        return;
+    }
+    // An atomic holds one of the max_dest_rd_atomic slots READ parts hold, with the same
+    // exception for one that can run at once.
+    const Psn cum = window_.cum_psn();
+    if (pending_reads_.size() >= config_.max_dest_rd_atomic && psn != cum) {
+        ++counters_.read_overflow;
+        return;
+    }
+    message_end_at(psn) = MessageEnd{.kind = MessageKind::Read,
+                                     .msn = request.msn,
+                                     .msg_len = METAROCE_ATOMIC_LEN,
+                                     .imm = std::nullopt,
+                                     .invalidate_rkey = std::nullopt,
+                                     .solicited = false};
+    PendingRead atomic;
+    atomic.psn = psn;
+    atomic.retx = packet.bth.has(flag::kRetx);
+    atomic.opcode = packet.bth.opcode;
+    atomic.atomic = request;
+    pending_reads_.push_back(atomic);
+    const bool completed_wqe = accept(psn, now);
+    if (error_) return;
+    schedule_ack(packet.bth.has(flag::kAckReq) || completed_wqe, ahead_of_gap(psn), now);
+}
+
+void Receiver::handle_duplicate_atomic(const Packet& packet, TimeUs now) {
+    const Psn psn = packet.bth.psn;
+    const AtomicReq& request = packet.areq();
+    const Opcode op = packet.bth.opcode;
+    ++counters_.duplicates;
+    // Executed: a record with its PSN and every other field equal answers it, and memory is
+    // not touched. No record is needed, nor matched, more than 512 PSNs behind cum_psn: a
+    // requester only resends within its window, and PSNs wrap.
+    const std::int32_t behind = psn_diff(window_.cum_psn(), psn);
+    if (behind > 0 && behind <= static_cast<std::int32_t>(2 * METAROCE_SACK_BITS)) {
+        for (const AtomicRecord& r : atomic_records_) {
+            if (r.psn != psn) continue;
+            if (r.opcode != op || r.request != request) break;
+            ++counters_.duplicate_atomics;
+            send_atomic_response(psn, r.request.msn, r.original, /*retx=*/true, now);
+            send_ack(Syndrome::Ack, 0, 0, now);
+            return;
+        }
+    }
+    // Accepted, waiting for cum_psn: its response comes when it executes.
+    const bool pending =
+        std::any_of(pending_reads_.begin(), pending_reads_.end(), [&](const PendingRead& r) {
+            return r.psn == psn && r.opcode == op && r.atomic == request;
+        });
+    if (pending) {
+        ++counters_.duplicate_atomics;
+        return;
+    }
+    // Forged, other operands or address, or forgotten: never NAKed, never an error.
+    ++counters_.duplicate_atomics_unknown;
+}
+
+void Receiver::execute_atomic(const PendingRead& atomic, TimeUs now) {
+    const AtomicReq& request = atomic.atomic;
+    const AtomicOp op =
+        atomic.opcode == Opcode::AtomicCmpSwp ? AtomicOp::CompareSwap : AtomicOp::FetchAdd;
+    std::uint64_t original = 0;
+    if (memory_.atomic(request.rkey, request.va, op, request.swap_add, request.compare,
+                       access::kRemoteAtomic, original) != AccessResult::Ok) {
+        // The region went away between acceptance and execution, as for a READ part.
+        ++counters_.operational_naks;
+        send_ack(Syndrome::RemoteOperational, atomic.psn, 0, now);
+        fail(std::nullopt);
+        return;
+    }
+    ++counters_.atomics_executed;
+    atomic_records_.push_back(AtomicRecord{atomic.psn, atomic.opcode, request, original});
+    while (atomic_records_.size() > config_.atomic_records) atomic_records_.pop_front();
+    send_atomic_response(atomic.psn, request.msn, original, atomic.retx, now);
+}
+
+void Receiver::send_atomic_response(Psn psn, std::uint32_t msn, std::uint64_t original, bool retx,
+                                    TimeUs now) {
+    std::uint16_t cursor = retx ? reexecution_cursor_++ : response_cursor_;
+    const std::uint16_t path = take_path(cursor);
+    if (!retx) response_cursor_ = cursor;
+    Packet response;
+    response.bth.opcode = Opcode::AtomicResponse;
+    response.bth.flags = flag::kFirst | flag::kLast;
+    if (retx) response.bth.flags |= flag::kRetx;
+    response.bth.dqpn = config_.peer_qpn;
+    response.bth.sqpn = config_.qpn;
+    response.bth.psn = psn;
+    response.bth.path = path;
+    response.bth.ts = static_cast<std::uint32_t>(now);
+    response.ext = Deth{.addr = 0, .key = 0, .msn = msn, .msg_len = METAROCE_ATOMIC_LEN, .imm = 0};
+    // Big-endian on the wire, whatever the host's byte order.
+    response.payload.resize(METAROCE_ATOMIC_LEN);
+    for (std::size_t i = 0; i < METAROCE_ATOMIC_LEN; ++i) {
+        response.payload[i] = static_cast<std::uint8_t>(original >> (8 * (7 - i)));
+    }
+    outbox_.push_back(OutboundPacket{std::move(response), entropies_[path]});
+    ++counters_.atomic_responses;
 }
 
 bool Receiver::ahead_of_gap(Psn psn) const {
@@ -409,7 +543,11 @@ void Receiver::execute_ready_reads(TimeUs now) {
     });
     for (const PendingRead& r : ready) {
         if (error_) return;
-        execute_read(r, /*again=*/false, now);
+        if (is_atomic_request(r.opcode)) {
+            execute_atomic(r, now);
+        } else {
+            execute_read(r, /*again=*/false, now);
+        }
     }
 }
 
@@ -526,6 +664,7 @@ void Receiver::fail(std::optional<FailedWqe> failed) {
     wqes_.clear();
     pending_reads_.clear();
     read_runs_.clear();
+    atomic_records_.clear();
     message_ends_.fill(std::nullopt);
     delayed_ack_at_.reset();
 }

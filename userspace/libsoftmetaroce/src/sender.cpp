@@ -1,6 +1,7 @@
 #include "softmetaroce/sender.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "softmetaroce/codec.h"
@@ -16,6 +17,8 @@ constexpr std::uint8_t kInfiniteRnrRetry = 7;
 constexpr std::uint32_t kWindowPsns = METAROCE_SACK_BITS;
 
 WcOpcode wc_opcode_for(const WorkRequest& wr) {
+    if (wr.opcode == WrOpcode::AtomicCmpSwp) return WcOpcode::CompSwap;
+    if (wr.opcode == WrOpcode::AtomicFetchAdd) return WcOpcode::FetchAdd;
     if (wr.is_read()) return WcOpcode::RdmaRead;
     if (wr.is_write()) return WcOpcode::RdmaWrite;
     return WcOpcode::Send;
@@ -24,6 +27,7 @@ WcOpcode wc_opcode_for(const WorkRequest& wr) {
 }  // namespace
 
 std::uint32_t Sender::WrState::length() const {
+    if (wr.is_atomic()) return METAROCE_ATOMIC_LEN;
     return wr.is_read() ? wr.read_length : static_cast<std::uint32_t>(wr.data.size());
 }
 
@@ -92,6 +96,9 @@ void Sender::post(WorkRequest wr, TimeUs now) {
         state.read.emplace(read_response_packets(state.wr.read_length, config_.mtu),
                            config_.reorder_allowance, response_order_);
         state.read_data.assign(state.wr.read_length, 0);
+    } else if (state.wr.is_atomic()) {
+        // An atomic is a READ of one response (section 8): the same tracker recovers it.
+        state.read.emplace(1, config_.reorder_allowance, response_order_);
     }
     // Waiting for progress starts when work becomes outstanding.
     if (wrs_.empty()) {
@@ -136,7 +143,41 @@ void Sender::send_rereads(TimeUs now) {
     }
 }
 
+Packet Sender::atomic_request(const WrState& wr) const {
+    Packet pkt;
+    pkt.bth.opcode =
+        wr.wr.opcode == WrOpcode::AtomicCmpSwp ? Opcode::AtomicCmpSwp : Opcode::AtomicFetchAdd;
+    pkt.bth.flags = flag::kAckReq;  // as every READ_REQ (section 8)
+    pkt.bth.dqpn = config_.peer_qpn;
+    pkt.bth.sqpn = config_.qpn;
+    pkt.bth.psn = wr.first_psn;
+    pkt.ext = AtomicReq{.va = wr.wr.remote_addr,
+                        .rkey = wr.wr.rkey,
+                        .msn = wr.msn,
+                        .swap_add = wr.wr.swap_add,
+                        .compare = wr.wr.opcode == WrOpcode::AtomicCmpSwp ? wr.wr.compare : 0};
+    return pkt;
+}
+
 void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
+    if (wr.wr.is_atomic()) {
+        // A lost atomic response is asked for again with the same request, same PSN and
+        // fields, and RETX: the responder answers it from its record and never executes the
+        // atomic twice (sections 5 and 8).
+        Packet pkt = atomic_request(wr);
+        pkt.bth.flags |= flag::kRetx;
+        const PathChoice choice = paths_.choose(now, wr.read->path_of(range.first),
+                                                /*allow_probe=*/false, rtt_.rto());
+        pkt.bth.path = choice.index;
+        pkt.bth.ts = wire_ts(now);
+        outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
+        ++counters_.packets_sent;
+        ++counters_.rereads;
+        resent_in_period_ = true;
+        wr.read->on_reread(range, now);
+        wr.read->set_request_path(choice.index);
+        return;
+    }
     // The re-read repeats the READ's message number with the PSN and offset of the first
     // response it asks for (section 3.2). Its PSNs are acknowledged already, so it has no
     // slot: the READ's tracker counts its responses in the window, and the READ's timer
@@ -193,7 +234,7 @@ bool Sender::blocked_by_fence(const WrState& wr) const {
     if (!wr.wr.fence) return false;
     for (const WrState& earlier : wrs_) {
         if (earlier.seq == wr.seq) return false;
-        if (earlier.wr.is_read() && !earlier.complete()) return true;
+        if (earlier.wr.has_responses() && !earlier.complete()) return true;
     }
     return false;
 }
@@ -202,7 +243,7 @@ void Sender::send_new(TimeUs now) {
     for (std::uint32_t use = window_use(); use < window(); use = window_use()) {
         WrState* wr = find_wr(next_issue_seq_);
         if (wr == nullptr || blocked_by_fence(*wr)) return;
-        if (wr->wr.is_read()) {
+        if (wr->wr.has_responses()) {
             if (read_use().requests >= config_.max_rd_atomic) return;
             const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
             if (span >= kWindowPsns) return;
@@ -281,16 +322,20 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
     const std::uint32_t offset = part.first * config_.mtu;
 
     Packet pkt;
-    pkt.bth.opcode = Opcode::ReadRequest;
-    pkt.bth.flags = flag::kAckReq;  // every READ_REQ asks for an ACK (section 8)
-    pkt.bth.dqpn = config_.peer_qpn;
-    pkt.bth.sqpn = config_.qpn;
-    pkt.bth.psn = snd_nxt_;
-    pkt.ext = ReadReq{.va = req.remote_addr + offset,
-                      .rkey = req.rkey,
-                      .len = std::min(part.size() * config_.mtu, wr.length() - offset),
-                      .offset = offset,
-                      .msn = wr.msn};
+    if (req.is_atomic()) {
+        pkt = atomic_request(wr);
+    } else {
+        pkt.bth.opcode = Opcode::ReadRequest;
+        pkt.bth.flags = flag::kAckReq;  // every READ_REQ asks for an ACK (section 8)
+        pkt.bth.dqpn = config_.peer_qpn;
+        pkt.bth.sqpn = config_.qpn;
+        pkt.bth.psn = snd_nxt_;
+        pkt.ext = ReadReq{.va = req.remote_addr + offset,
+                          .rkey = req.rkey,
+                          .len = std::min(part.size() * config_.mtu, wr.length() - offset),
+                          .offset = offset,
+                          .msn = wr.msn};
+    }
 
     if (wr.read->all_issued()) wr.fully_issued = true;
     wr.undelivered_psns += part.size();
@@ -609,8 +654,12 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
     const std::uint32_t offset = k * config_.mtu;
     const std::uint32_t expected_len = std::min(config_.mtu, wr->length() - offset);
     const Deth& d = packet.deth();
-    if (d.addr != offset || d.msn != wr->msn || packet.payload.size() != expected_len ||
-        d.msg_len > wr->length() || (d.msg_len != wr->length() && d.msg_len % config_.mtu != 0)) {
+    // An atomic is answered by an ATOMIC_RESP (the codec checked its fixed fields), a READ
+    // by READ_RESPs.
+    const bool atomic_response = packet.bth.opcode == Opcode::AtomicResponse;
+    if (atomic_response != wr->wr.is_atomic() || d.addr != offset || d.msn != wr->msn ||
+        packet.payload.size() != expected_len || d.msg_len > wr->length() ||
+        (d.msg_len != wr->length() && d.msg_len % config_.mtu != 0)) {
         ++counters_.bad_read_responses;
         return;
     }
@@ -638,7 +687,14 @@ void Sender::on_read_response(const Packet& packet, TimeUs now) {
         other.read->detect_losses(now, response_gap());
     }
     if (arrival.is_new) {
-        std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
+        if (atomic_response) {
+            // Big-endian on the wire; the requester keeps it in its own byte order.
+            std::uint64_t value = 0;
+            for (const std::uint8_t byte : packet.payload) value = value << 8 | byte;
+            wr->atomic_value = value;
+        } else {
+            std::copy(packet.payload.begin(), packet.payload.end(), wr->read_data.begin() + offset);
+        }
         on_progress(now);
     } else {
         ++counters_.duplicate_read_responses;
@@ -845,6 +901,11 @@ Completion Sender::completion_for(const WrState& wr, WcStatus status) const {
     c.opcode = wc_opcode_for(wr.wr);
     c.byte_len = wr.length();
     if (status == WcStatus::Success && wr.wr.is_read()) c.read_data = wr.read_data;
+    if (status == WcStatus::Success && wr.wr.is_atomic() && wr.atomic_value) {
+        c.atomic_value = wr.atomic_value;
+        c.read_data.resize(sizeof(std::uint64_t));
+        std::memcpy(c.read_data.data(), &*wr.atomic_value, sizeof(std::uint64_t));
+    }
     return c;
 }
 

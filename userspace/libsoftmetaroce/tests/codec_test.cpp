@@ -454,6 +454,113 @@ TEST(Codec, InconsistentLength) {
     EXPECT_EQ(error_of(ud), ParseError::InconsistentLength);
 }
 
+Packet atomic_request(Opcode op = Opcode::AtomicCmpSwp) {
+    Packet p = base(op, flag::kAckReq);
+    p.ext = AtomicReq{0x1008, 7, 2, 5, op == Opcode::AtomicCmpSwp ? 3u : 0u};
+    return p;
+}
+
+Packet atomic_response() {
+    Packet p = base(Opcode::AtomicResponse, flag::kFirst | flag::kLast);
+    p.ext = Deth{0, 0, 2, 8, 0};
+    p.payload.assign(8, 0x5a);
+    return p;
+}
+
+// Section 12 for atomics: the flags per opcode, FETCH_ADD's compare, the response's fixed
+// DETH and its 8 bytes.
+TEST(Codec, AtomicsRoundTrip) {
+    for (const Packet& p : {atomic_request(Opcode::AtomicCmpSwp),
+                            atomic_request(Opcode::AtomicFetchAdd), atomic_response()}) {
+        const std::vector<std::uint8_t> bytes = encode(p);
+        const auto d = decode(bytes, {kMtu});
+        ASSERT_TRUE(d.ok()) << to_string(p.bth.opcode) << " " << d.error();
+        EXPECT_EQ(*d, p);
+        EXPECT_EQ(encoded_size(p), bytes.size());
+    }
+    EXPECT_EQ(encode(atomic_request()).size(), 24u + 32u);
+    Packet retx = atomic_request(Opcode::AtomicFetchAdd);
+    retx.bth.flags |= flag::kRetx;
+    EXPECT_FALSE(error_of(retx));
+    // A misaligned address is the responder's to refuse (INVALID_REQUEST), not malformed.
+    Packet misaligned = atomic_request();
+    misaligned.areq().va = 0x1004;
+    EXPECT_FALSE(error_of(misaligned));
+    // CMP_SWP may compare with anything.
+    Packet any_compare = atomic_request();
+    any_compare.areq().compare = ~0ull;
+    EXPECT_FALSE(error_of(any_compare));
+}
+
+TEST(Codec, AtomicFlagsNotAllowed) {
+    for (const Opcode op : {Opcode::AtomicCmpSwp, Opcode::AtomicFetchAdd}) {
+        for (const std::uint8_t f :
+             {flag::kFirst, flag::kLast, flag::kImm, flag::kSolicited, flag::kInv}) {
+            Packet p = atomic_request(op);
+            p.bth.flags |= f;
+            EXPECT_EQ(error_of(p), ParseError::FlagNotAllowed) << to_string(op) << " " << int{f};
+        }
+    }
+    for (const std::uint8_t f : {flag::kImm, flag::kSolicited, flag::kAckReq, flag::kInv}) {
+        Packet p = atomic_response();
+        p.bth.flags |= f;
+        EXPECT_EQ(error_of(p), ParseError::FlagNotAllowed) << int{f};
+    }
+    Packet retx = atomic_response();
+    retx.bth.flags |= flag::kRetx;
+    EXPECT_FALSE(error_of(retx));
+}
+
+TEST(Codec, FetchAddWithCompareIsMalformed) {
+    Packet p = atomic_request(Opcode::AtomicFetchAdd);
+    p.areq().compare = 1;
+    EXPECT_EQ(error_of(p), ParseError::FieldMustBeZero);
+    p.areq().compare = 1ull << 63;
+    EXPECT_EQ(error_of(p), ParseError::FieldMustBeZero);
+}
+
+TEST(Codec, AtomicRequestWithPayloadOrTruncated) {
+    std::vector<std::uint8_t> bytes = encode(atomic_request());
+    bytes.push_back(0);
+    EXPECT_EQ(error_of(bytes), ParseError::PayloadNotAllowed);
+    bytes.resize(24 + 31);
+    EXPECT_EQ(error_of(bytes), ParseError::Truncated);
+    // A READ_REQ's 24 bytes under an atomic opcode: too short for an AREQ.
+    std::vector<std::uint8_t> rreq = encode(read_request());
+    rreq[1] = METAROCE_OP_ATOMIC_CMP_SWP;
+    EXPECT_EQ(error_of(rreq), ParseError::Truncated);
+}
+
+TEST(Codec, AtomicResponseMustCarryEightBytes) {
+    for (const std::size_t n : {0u, 4u, 7u, 9u, 16u}) {
+        Packet p = atomic_response();
+        p.payload.assign(n, 1);
+        EXPECT_EQ(error_of(p), ParseError::InconsistentLength) << n;
+        p.deth().msg_len = static_cast<std::uint32_t>(n);
+        EXPECT_EQ(error_of(p), ParseError::InconsistentLength) << n;
+    }
+}
+
+TEST(Codec, AtomicResponseDethRow) {
+    Packet p = atomic_response();
+    p.deth().addr = 8;
+    EXPECT_EQ(error_of(p), ParseError::FieldMustBeZero);
+    p = atomic_response();
+    p.deth().key = 1;
+    EXPECT_EQ(error_of(p), ParseError::FieldMustBeZero);
+    p = atomic_response();
+    p.deth().imm = 1;
+    EXPECT_EQ(error_of(p), ParseError::FieldMustBeZero);
+    p = atomic_response();
+    p.deth().msg_len = 16;
+    EXPECT_EQ(error_of(p), ParseError::InconsistentLength);
+    for (const std::uint8_t f : {flag::kFirst, flag::kLast, std::uint8_t{0}}) {
+        p = atomic_response();
+        p.bth.flags = f;
+        EXPECT_EQ(error_of(p), ParseError::InconsistentFlags) << int{f};
+    }
+}
+
 TEST(Codec, ParseErrorNames) {
     for (std::size_t i = 0; i < kParseErrorCount; ++i) {
         EXPECT_NE(to_string(static_cast<ParseError>(i)), "ParseError(?)");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace metaroce {
 namespace {
 
@@ -127,6 +129,47 @@ TEST(MemoryModel, FastRegistrationRegionsAreDistinct) {
     // Once a's registration ended, b cannot take its key while registered, but a can.
     EXPECT_FALSE(m.fast_register(b, 0x100, 0x2000, 64, 0));
     EXPECT_TRUE(m.fast_register(a, 0x100, 0x1000, 64, 0));
+}
+
+TEST(MemoryModel, AtomicsOnNativeWords) {
+    MemoryModel m;
+    ASSERT_TRUE(m.register_region(1, 0x1000, 32, access::kRemoteAtomic));
+    ASSERT_TRUE(m.register_region(2, 0x2000, 32, access::kRemoteWrite | access::kRemoteRead));
+    std::uint64_t old = 0;
+    ASSERT_TRUE(m.store_word(1, 0x1008, 10));
+    EXPECT_EQ(m.atomic(1, 0x1008, AtomicOp::FetchAdd, 5, 0, access::kRemoteAtomic, old),
+              AccessResult::Ok);
+    EXPECT_EQ(old, 10u);
+    EXPECT_EQ(m.load_word(1, 0x1008), 15u);
+    // Modulo 2^64.
+    EXPECT_EQ(m.atomic(1, 0x1008, AtomicOp::FetchAdd, ~0ull, 0, access::kRemoteAtomic, old),
+              AccessResult::Ok);
+    EXPECT_EQ(m.load_word(1, 0x1008), 14u);
+    // Compare and swap: a miss leaves the word, a hit stores.
+    EXPECT_EQ(m.atomic(1, 0x1008, AtomicOp::CompareSwap, 99, 13, access::kRemoteAtomic, old),
+              AccessResult::Ok);
+    EXPECT_EQ(old, 14u);
+    EXPECT_EQ(m.load_word(1, 0x1008), 14u);
+    EXPECT_EQ(m.atomic(1, 0x1008, AtomicOp::CompareSwap, 99, 14, access::kRemoteAtomic, old),
+              AccessResult::Ok);
+    EXPECT_EQ(m.load_word(1, 0x1008), 99u);
+    // The word is the host's integer: its bytes are in host order.
+    std::uint64_t bytes = 0;
+    std::memcpy(&bytes, m.region_bytes(1).data() + 8, 8);
+    EXPECT_EQ(bytes, 99u);
+    // Refusals change nothing.
+    EXPECT_EQ(m.atomic(1, 0x1004, AtomicOp::FetchAdd, 1, 0, access::kRemoteAtomic, old),
+              AccessResult::Misaligned);
+    EXPECT_EQ(m.atomic(1, 0x1020, AtomicOp::FetchAdd, 1, 0, access::kRemoteAtomic, old),
+              AccessResult::OutOfBounds);
+    EXPECT_EQ(m.atomic(1, 0x101c, AtomicOp::FetchAdd, 1, 0, access::kRemoteAtomic, old),
+              AccessResult::OutOfBounds);
+    EXPECT_EQ(m.atomic(2, 0x2000, AtomicOp::FetchAdd, 1, 0, access::kRemoteAtomic, old),
+              AccessResult::NoRights);
+    EXPECT_EQ(m.atomic(3, 0x2000, AtomicOp::FetchAdd, 1, 0, access::kRemoteAtomic, old),
+              AccessResult::BadKey);
+    EXPECT_EQ(m.load_word(1, 0x1008), 99u);
+    EXPECT_EQ(m.load_word(2, 0x2000), 0u);
 }
 
 }  // namespace

@@ -4,13 +4,17 @@
 // order on both sides, the responder's SACK window always describes exactly the set of PSNs
 // it received, and no sender ever resends a PSN it knows was received. With SENDs with
 // invalidate in the mix, each ends its region's registration exactly once, after the WRITE
-// to that region posted before it was placed.
+// to that region posted before it was placed. With atomics in the mix, each is executed
+// exactly once, in posting order, after every WRITE posted before it: N fetch-adds of 1 leave
+// the counter at exactly N having returned 0..N-1, and compare-and-swap chains (with misses
+// and WRITEs to the word between them) return exactly the values a serial execution would.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <vector>
@@ -33,6 +37,11 @@ constexpr std::uint64_t kRecvBase = 0x3000000;
 constexpr std::uint32_t kFastKeyBase = 0x44000100;  // + 0x100 per fast-registration region
 constexpr std::uint64_t kFastBase = 0x4000000;      // + kFastStride per region
 constexpr std::uint64_t kFastStride = 0x100000;
+// The words atomics work on: a counter for fetch-adds, a word for compare-and-swap chains.
+constexpr std::uint32_t kAtomicKey = 0x500;
+constexpr std::uint64_t kAtomicBase = 0x5000000;
+constexpr std::uint64_t kCounterAddr = kAtomicBase;
+constexpr std::uint64_t kSwapAddr = kAtomicBase + 8;
 
 struct ExpectedReceive {
     ReceiveWqe wqe;
@@ -57,6 +66,11 @@ struct Workload {
     std::vector<std::uint8_t> write_region;
     std::map<std::uint64_t, std::vector<std::uint8_t>> read_results;
     std::vector<InvalidatedRegion> invalidated;
+    // Atomics: what each returns, and the words at the end.
+    std::map<std::uint64_t, std::uint64_t> atomic_results;
+    std::uint64_t fetch_adds = 0;
+    std::uint64_t final_counter = 0;
+    std::uint64_t final_swap_word = 0;
 };
 
 struct Mix {
@@ -66,6 +80,10 @@ struct Mix {
     // Of the other messages: a WRITE to a fast-registration region of the responder, then a
     // SEND with invalidate of its key (0: none, and no random draws for it).
     unsigned invalidate_percent = 0;
+    // Of the other messages: atomics on the responder's two words (0: none, and no random
+    // draws for them). Half fetch-adds of 1 to the counter, half compare-and-swaps on the
+    // other word (most expecting its value, some not), now and then a WRITE to that word.
+    unsigned atomic_percent = 0;
 };
 
 std::uint32_t random_length(sim::SimRng& rng, std::uint32_t mtu, std::uint32_t max_packets) {
@@ -93,12 +111,56 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
 
     std::uint64_t write_cursor = 0;
     std::uint64_t recv_cursor = 0;
+    std::uint64_t counter = 0;
+    std::uint64_t swap_word = 0;
+    bool last_was_write = false;
+    if (mix.atomic_percent != 0) {
+        memory.register_region(kAtomicKey, kAtomicBase, 16,
+                               access::kRemoteAtomic | access::kRemoteWrite);
+    }
     for (unsigned i = 0; i < mix.messages; ++i) {
         WorkRequest wr;
         wr.wr_id = w.wrs.size();
         const unsigned pick = static_cast<unsigned>(rng.below(100));
         if (pick < mix.read_percent) {
             wr.opcode = WrOpcode::Read;
+        } else if (mix.atomic_percent != 0 && rng.below(100) < mix.atomic_percent) {
+            wr.rkey = kAtomicKey;
+            unsigned kind = static_cast<unsigned>(rng.below(10));
+            // Two WRITEs of one QP may land in either order (section 6): none follows
+            // another without an atomic on the word between them.
+            if (kind == 9 && last_was_write) kind = 5;
+            last_was_write = kind == 9;
+            if (kind < 5) {
+                wr.opcode = WrOpcode::AtomicFetchAdd;
+                wr.remote_addr = kCounterAddr;
+                wr.swap_add = 1;
+                w.atomic_results[wr.wr_id] = counter++;
+                ++w.fetch_adds;
+            } else if (kind < 9) {
+                // Mostly a hit (the chain goes on), sometimes a miss (the word stays).
+                wr.opcode = WrOpcode::AtomicCmpSwp;
+                wr.remote_addr = kSwapAddr;
+                const bool hit = kind < 8;
+                wr.compare = hit ? swap_word : swap_word ^ 0x8000000000000001ull;
+                wr.swap_add = rng.next();
+                w.atomic_results[wr.wr_id] = swap_word;
+                if (hit) swap_word = wr.swap_add;
+            } else {
+                // A WRITE of the word, in its native byte order: the atomics after it must
+                // see it, even when they overtake it on the fabric. It lands on arrival, so
+                // it may land before an earlier atomic executes: it is fenced, as the
+                // application must fence a WRITE after a READ or an atomic of the same bytes
+                // (protocol.md section 6, ordering guarantees).
+                wr.opcode = WrOpcode::Write;
+                wr.fence = true;
+                wr.remote_addr = kSwapAddr;
+                swap_word = rng.next();
+                wr.data.resize(8);
+                std::memcpy(wr.data.data(), &swap_word, 8);
+            }
+            w.wrs.push_back(std::move(wr));
+            continue;
         } else if (mix.invalidate_percent != 0 && rng.below(100) < mix.invalidate_percent) {
             // The WRITE, then the SEND with invalidate (below) of the region it wrote to.
             const auto n = static_cast<std::uint32_t>(w.invalidated.size());
@@ -171,6 +233,8 @@ Workload make_workload(sim::SimRng& rng, std::uint32_t mtu, const Mix& mix, Memo
         }
         w.wrs.push_back(std::move(wr));
     }
+    w.final_counter = counter;
+    w.final_swap_word = swap_word;
     memory.register_region(kWriteKey, kWriteBase, static_cast<std::uint32_t>(w.write_region.size()),
                            access::kRemoteWrite);
     memory.register_region(kRecvKey, kRecvBase, static_cast<std::uint32_t>(recv_cursor + 1),
@@ -193,6 +257,7 @@ class SackOracle {
         std::uint32_t count = 0;
         if (p.bth.opcode == Opcode::Send || p.bth.opcode == Opcode::Write) count = 1;
         if (p.bth.opcode == Opcode::ReadRequest) count = read_response_packets(p.rreq().len, mtu_);
+        if (is_atomic_request(p.bth.opcode)) count = 1;
         for (std::uint32_t k = 0; k < count; ++k) {
             const std::int64_t offset = psn_diff(psn_add(p.bth.psn, k), initial_);
             ASSERT_GE(offset, 0);
@@ -385,6 +450,12 @@ void run_scenario(Scenario s) {
             if (w.wrs[i].is_read()) {
                 EXPECT_EQ(c.read_data, w.read_results.at(c.wr_id)) << i;
             }
+            if (w.wrs[i].is_atomic()) {
+                EXPECT_EQ(c.opcode, w.wrs[i].opcode == WrOpcode::AtomicCmpSwp ? WcOpcode::CompSwap
+                                                                              : WcOpcode::FetchAdd);
+                EXPECT_EQ(c.byte_len, 8u);
+                EXPECT_EQ(c.atomic_value, w.atomic_results.at(c.wr_id)) << i;
+            }
         }
         ASSERT_EQ(recv_cq.size(), w.receives.size());
         for (std::size_t i = 0; i < recv_cq.size(); ++i) {
@@ -410,6 +481,24 @@ void run_scenario(Scenario s) {
             const auto bytes = responder_memory.fast_reg_bytes(r.id);
             EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r.data.begin(), r.data.end()))
                 << r.key;
+        }
+        // Exactly once: the counter is N after N fetch-adds, which returned a permutation of
+        // 0..N-1 (in posting order, even: atomics run in PSN order); the swap word ends as
+        // the serial execution of the chain leaves it.
+        if (!w.atomic_results.empty()) {
+            EXPECT_EQ(responder_memory.load_word(kAtomicKey, kCounterAddr), w.final_counter);
+            EXPECT_EQ(w.final_counter, w.fetch_adds);
+            std::vector<std::uint64_t> returned;
+            for (std::size_t i = 0; i < send_cq.size(); ++i) {
+                if (w.wrs[i].opcode == WrOpcode::AtomicFetchAdd && send_cq[i].atomic_value) {
+                    returned.push_back(*send_cq[i].atomic_value);
+                }
+            }
+            std::sort(returned.begin(), returned.end());
+            ASSERT_EQ(returned.size(), w.fetch_adds);
+            for (std::size_t k = 0; k < returned.size(); ++k) EXPECT_EQ(returned[k], k);
+            EXPECT_EQ(responder_memory.load_word(kAtomicKey, kSwapAddr), w.final_swap_word);
+            EXPECT_EQ(responder.receiver().counters().atomics_executed, w.atomic_results.size());
         }
         EXPECT_EQ(responder.receiver().counters().invalidations, w.invalidated.size());
         EXPECT_EQ(responder.receiver().counters().invalidations_ended_already, 0u);
@@ -501,6 +590,44 @@ TEST_P(InvalidateSchedules, WritesThenSendsWithInvalidate) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, InvalidateSchedules,
                          ::testing::Range<std::uint64_t>(1, 1 + seeds(10)));
+
+class AtomicSchedules : public ::testing::TestWithParam<std::uint64_t> {};
+
+// Mostly atomics, both ways, among WRITEs, READs and SENDs: whatever requests and responses
+// are lost, duplicated or reordered, each atomic is executed once (section 5).
+TEST_P(AtomicSchedules, ExactlyOnceUnderLossDuplicationAndReordering) {
+    Scenario s;
+    s.seed = GetParam() + 6000;
+    static constexpr std::uint32_t kPathMtus[] = {256, 1024};
+    s.mtu = segment_size(kPathMtus[s.seed % 2]);
+    s.mix_a = Mix{80, 10, 6, 0, 70};
+    s.mix_b = Mix{30, 10, 6, 0, 50};
+    run_scenario(s);
+}
+
+// Near the PSN wrap: the record of executed atomics is keyed by PSN.
+TEST_P(AtomicSchedules, AcrossPsnWrap) {
+    Scenario s;
+    s.seed = GetParam() + 7000;
+    s.mtu = 256;
+    s.near_wrap = true;
+    s.mix_a = Mix{60, 0, 4, 0, 90};
+    s.mix_b = Mix{10, 0, 4, 0, 50};
+    run_scenario(s);
+}
+
+// Only fetch-adds and swaps one way, at heavy loss: long runs of lost responses.
+TEST_P(AtomicSchedules, HeavyLossAtomicsOnly) {
+    Scenario s;
+    s.seed = GetParam() + 8000;
+    s.mtu = 256;
+    s.max_loss = 0.3;
+    s.mix_a = Mix{120, 0, 1, 0, 100};
+    s.mix_b = Mix{0, 0, 1};
+    run_scenario(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, AtomicSchedules, ::testing::Range<std::uint64_t>(1, 1 + seeds(15)));
 
 class DeadPathSchedules : public ::testing::TestWithParam<std::uint64_t> {};
 

@@ -6,6 +6,7 @@
 #include <rdma/metaroce_wire.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "test_support.h"
 
@@ -40,6 +41,55 @@ TEST(QueuePair, SendWriteReadOverACleanFabric) {
     EXPECT_EQ(pair.a->sender().counters().retransmissions, 0u);
     // A clean fabric: one RTT of a few tens of microseconds.
     EXPECT_LT(pair.now(), 200u);
+}
+
+WorkRequest atomic_wr(std::uint64_t wr_id, WrOpcode op, std::uint64_t addr, std::uint32_t rkey,
+                      std::uint64_t swap_add, std::uint64_t compare = 0) {
+    WorkRequest wr;
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    wr.swap_add = swap_add;
+    wr.compare = compare;
+    return wr;
+}
+
+// Atomics end to end: the values returned, in the requester's byte order, the completion
+// opcodes, and the words they leave in the responder's memory (native 64-bit integers).
+TEST(QueuePair, AtomicsOverACleanFabric) {
+    SimPair pair(clean_options());
+    pair.mem_b.register_region(1, 0x1000, 64, access::kRemoteAtomic | access::kRemoteWrite);
+    ASSERT_TRUE(pair.mem_b.store_word(1, 0x1008, 41));
+    std::vector<std::uint8_t> seven(8);
+    const std::uint64_t v7 = 7;
+    std::memcpy(seven.data(), &v7, 8);
+    pair.a->post_send(atomic_wr(1, WrOpcode::AtomicFetchAdd, 0x1000, 1, 5), pair.now());
+    pair.a->post_send(atomic_wr(2, WrOpcode::AtomicFetchAdd, 0x1000, 1, ~0ull), pair.now());
+    pair.a->post_send(atomic_wr(3, WrOpcode::AtomicCmpSwp, 0x1008, 1, 100, 41), pair.now());
+    pair.a->post_send(atomic_wr(4, WrOpcode::AtomicCmpSwp, 0x1008, 1, 200, 41), pair.now());
+    pair.a->post_send(write_wr(5, seven, 0x1010, 1), pair.now());
+    pair.a->post_send(atomic_wr(6, WrOpcode::AtomicCmpSwp, 0x1010, 1, 8, 7), pair.now());
+    ASSERT_TRUE(pair.run_until([&] { return pair.send_cq_a.size() == 6; }, 1'000'000));
+    const auto& cq = pair.send_cq_a;
+    for (const Completion& c : cq) EXPECT_EQ(c.status, WcStatus::Success) << c.wr_id;
+    EXPECT_EQ(cq[0].opcode, WcOpcode::FetchAdd);
+    EXPECT_EQ(cq[0].byte_len, 8u);
+    EXPECT_EQ(cq[0].atomic_value, 0u);
+    EXPECT_EQ(cq[1].atomic_value, 5u);
+    EXPECT_EQ(cq[2].opcode, WcOpcode::CompSwap);
+    EXPECT_EQ(cq[2].atomic_value, 41u);   // hit
+    EXPECT_EQ(cq[3].atomic_value, 100u);  // miss: the word stays
+    EXPECT_EQ(cq[5].atomic_value, 7u);    // saw the WRITE before it
+    std::uint64_t in_buffer = 0;
+    ASSERT_EQ(cq[2].read_data.size(), 8u);
+    std::memcpy(&in_buffer, cq[2].read_data.data(), 8);
+    EXPECT_EQ(in_buffer, 41u);
+    EXPECT_EQ(pair.mem_b.load_word(1, 0x1000), 4u);  // 5 + (2^64 - 1)
+    EXPECT_EQ(pair.mem_b.load_word(1, 0x1008), 100u);
+    EXPECT_EQ(pair.mem_b.load_word(1, 0x1010), 8u);
+    EXPECT_EQ(pair.b->receiver().counters().atomics_executed, 5u);
+    EXPECT_EQ(pair.a->sender().counters().retransmissions, 0u);
 }
 
 TEST(QueuePair, CountsMalformedAndMisaddressedDatagrams) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 
 #include "test_support.h"
 
@@ -852,6 +854,315 @@ TEST_F(ReceiverTest, InvalidationOfARegistrationEndedMeanwhileDoesNothingMore) {
     EXPECT_EQ(rx->counters().invalidations, 0u);
     EXPECT_EQ(rx->counters().invalidations_ended_already, 1u);
     EXPECT_FALSE(rx->in_error());
+}
+
+// Atomics (protocol.md sections 3.4, 5, 6).
+constexpr std::uint32_t kAtomicKey = 0x50;
+constexpr std::uint64_t kAtomicBase = 0x50000;
+
+class ReceiverAtomicTest : public ReceiverTest {
+  protected:
+    ReceiverAtomicTest() {
+        memory.register_region(kAtomicKey, kAtomicBase, 64,
+                               access::kRemoteAtomic | access::kRemoteWrite);
+    }
+    Packet fetch_add(Psn psn, std::uint64_t add, std::uint64_t va = kAtomicBase,
+                     std::uint8_t flags = kAckReq, std::uint32_t key = kAtomicKey) {
+        return atomic_request(Opcode::AtomicFetchAdd, psn, va, key, add, 0, 0, flags);
+    }
+    Packet cmp_swap(Psn psn, std::uint64_t compare, std::uint64_t swap,
+                    std::uint64_t va = kAtomicBase, std::uint8_t flags = kAckReq) {
+        return atomic_request(Opcode::AtomicCmpSwp, psn, va, kAtomicKey, swap, compare, 0, flags);
+    }
+    std::vector<Packet> responses() { return of_opcode(sent(), Opcode::AtomicResponse); }
+    std::uint64_t word(std::uint64_t va = kAtomicBase) {
+        return memory.load_word(kAtomicKey, va).value();
+    }
+};
+
+TEST_F(ReceiverAtomicTest, FetchAddReturnsTheOldValueAndAddsModulo64) {
+    ASSERT_TRUE(memory.store_word(kAtomicKey, kAtomicBase, ~0ull - 1));
+    deliver(fetch_add(100, 3));
+    const auto out = sent();
+    const auto r = of_opcode(out, Opcode::AtomicResponse);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(atomic_value(r[0]), ~0ull - 1);
+    EXPECT_EQ(r[0].bth.psn, 100u);
+    EXPECT_EQ(r[0].bth.dqpn, kQpA);
+    EXPECT_TRUE(r[0].bth.has(kFirst) && r[0].bth.has(kLast));
+    EXPECT_FALSE(r[0].bth.has(kRetx));
+    EXPECT_EQ(r[0].deth(), (Deth{0, 0, 0, 8, 0}));
+    EXPECT_EQ(of_opcode(out, Opcode::Ack).size(), 1u);  // ACK_REQ
+    EXPECT_EQ(word(), 1u);
+    EXPECT_EQ(rx->window().cum_psn(), 101u);
+    EXPECT_EQ(rx->counters().atomics_executed, 1u);
+}
+
+TEST_F(ReceiverAtomicTest, CompareSwapHitAndMiss) {
+    ASSERT_TRUE(memory.store_word(kAtomicKey, kAtomicBase + 8, 5));
+    deliver(cmp_swap(100, 5, 9, kAtomicBase + 8));  // hit
+    deliver(cmp_swap(101, 5, 7, kAtomicBase + 8));  // miss: the word is 9 now
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(atomic_value(r[0]), 5u);
+    EXPECT_EQ(atomic_value(r[1]), 9u);
+    EXPECT_EQ(word(kAtomicBase + 8), 9u);
+}
+
+TEST_F(ReceiverAtomicTest, TheWordIsANativeIntegerNotBytes) {
+    // The memory holds a host-order integer; the wire carries it big-endian.
+    ASSERT_TRUE(memory.store_word(kAtomicKey, kAtomicBase, 0x0102030405060708ull));
+    deliver(fetch_add(100, 0x10));
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].payload, (std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+    EXPECT_EQ(word(), 0x0102030405060718ull);
+}
+
+TEST_F(ReceiverAtomicTest, DeferredUntilCumPassesSoItSeesTheWriteItOvertook) {
+    // PSN 100: a WRITE of the word, late. PSN 101: a fetch-add of it, first.
+    const std::uint64_t v = 40;
+    std::vector<std::uint8_t> bytes(8);
+    std::memcpy(bytes.data(), &v, 8);
+    const Packet write = data_packet(Opcode::Write, 100, kFirst | kLast | kAckReq,
+                                     Deth{kAtomicBase, kAtomicKey, 0, 8, 0}, bytes);
+    deliver(fetch_add(101, 2));
+    auto out = sent();
+    EXPECT_TRUE(of_opcode(out, Opcode::AtomicResponse).empty());
+    EXPECT_EQ(of_opcode(out, Opcode::Ack).size(), 1u);
+    EXPECT_EQ(rx->pending_reads(), 1u);
+    EXPECT_EQ(word(), 0u);  // not executed at arrival
+    deliver(write);
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(atomic_value(r[0]), 40u);
+    EXPECT_EQ(word(), 42u);
+}
+
+TEST_F(ReceiverAtomicTest, AtomicsAndReadsRunInPsnOrder) {
+    // A READ at 102 and atomics at 101 and 103 wait for 100; they run 101, 102, 103.
+    memory.register_region(0x60, 0x60000, 64,
+                           access::kRemoteAtomic | access::kRemoteRead | access::kRemoteWrite);
+    deliver(atomic_request(Opcode::AtomicFetchAdd, 103, 0x60000, 0x60, 1, 0, 0));
+    deliver(read_request(102, 0x60000, 0x60, 8, 0));
+    deliver(atomic_request(Opcode::AtomicFetchAdd, 101, 0x60000, 0x60, 1, 0, 0));
+    EXPECT_TRUE(sent().size() == 3);  // three ACKs
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    const auto out = sent();
+    std::vector<Psn> order;
+    for (const Packet& p : out) {
+        if (p.bth.opcode != Opcode::Ack) order.push_back(p.bth.psn);
+    }
+    EXPECT_EQ(order, (std::vector<Psn>{101, 102, 103}));
+    const auto read = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(read.size(), 1u);
+    std::uint64_t seen = 0;
+    std::memcpy(&seen, read[0].payload.data(), 8);
+    EXPECT_EQ(seen, 1u);  // after the first fetch-add, before the second
+    EXPECT_EQ(memory.load_word(0x60, 0x60000), 2u);
+}
+
+TEST_F(ReceiverAtomicTest, RepeatIsAnsweredFromTheRecordWithRetxAndMemoryUntouched) {
+    deliver(fetch_add(100, 5));
+    ASSERT_EQ(responses().size(), 1u);
+    ASSERT_EQ(word(), 5u);
+    // Someone else changes the word meanwhile: the repeat still returns the first value.
+    ASSERT_TRUE(memory.store_word(kAtomicKey, kAtomicBase, 1000));
+    deliver(fetch_add(100, 5, kAtomicBase, kAckReq | kRetx));
+    const auto out = sent();
+    const auto r = of_opcode(out, Opcode::AtomicResponse);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(atomic_value(r[0]), 0u);
+    EXPECT_TRUE(r[0].bth.has(kRetx));
+    EXPECT_EQ(r[0].bth.psn, 100u);
+    EXPECT_EQ(word(), 1000u);
+    EXPECT_EQ(rx->counters().atomics_executed, 1u);
+    EXPECT_EQ(rx->counters().duplicate_atomics, 1u);
+    EXPECT_EQ(rx->counters().duplicates, 1u);
+    EXPECT_FALSE(rx->in_error());
+    // A fabric duplicate (no RETX) is a repeat too.
+    deliver(fetch_add(100, 5));
+    EXPECT_EQ(responses().size(), 1u);
+    EXPECT_EQ(word(), 1000u);
+}
+
+TEST_F(ReceiverAtomicTest, RepeatWithOtherFieldsIsDroppedAndCountedNeverNaked) {
+    deliver(cmp_swap(100, 0, 7));
+    ASSERT_EQ(responses().size(), 1u);
+    const Packet variants[] = {
+        cmp_swap(100, 0, 8, kAtomicBase, kAckReq | kRetx),      // other swap
+        cmp_swap(100, 1, 7, kAtomicBase, kAckReq | kRetx),      // other compare
+        cmp_swap(100, 0, 7, kAtomicBase + 8, kAckReq | kRetx),  // other address
+        fetch_add(100, 7, kAtomicBase, kAckReq | kRetx),        // other opcode
+        atomic_request(Opcode::AtomicCmpSwp, 100, kAtomicBase, kAtomicKey, 7, 0, 3,
+                       kAckReq | kRetx),  // other MSN
+        atomic_request(Opcode::AtomicCmpSwp, 100, kAtomicBase, kReadKey, 7, 0, 0,
+                       kAckReq | kRetx),                   // other key
+        cmp_swap(99, 0, 7, kAtomicBase, kAckReq | kRetx),  // never seen
+    };
+    for (const Packet& p : variants) deliver(p);
+    EXPECT_TRUE(sent().empty());  // no response, no ACK, no NAK
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, std::size(variants));
+    EXPECT_EQ(rx->counters().duplicates, std::size(variants));
+    EXPECT_FALSE(rx->in_error());
+    EXPECT_EQ(word(), 7u);
+    // The QP is unharmed, and the real repeat is still answered.
+    deliver(cmp_swap(100, 0, 7, kAtomicBase, kAckReq | kRetx));
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(atomic_value(r[0]), 0u);
+    deliver(fetch_add(101, 1, kAtomicBase + 8));
+    EXPECT_EQ(responses().size(), 1u);
+}
+
+TEST_F(ReceiverAtomicTest, RepeatWhileTheOriginalWaitsIsDropped) {
+    deliver(fetch_add(101, 1));
+    sent();
+    deliver(fetch_add(101, 1, kAtomicBase, kAckReq | kRetx));
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(rx->counters().duplicate_atomics, 1u);
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, 0u);
+    // Another request at that PSN is no repeat of it.
+    deliver(fetch_add(101, 2, kAtomicBase, kAckReq | kRetx));
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, 1u);
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 1u);  // executed once
+    EXPECT_EQ(word(), 1u);
+}
+
+TEST_F(ReceiverAtomicTest, AnAtomicAtAPsnOfAnotherMessageIsUnknown) {
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    sent();
+    deliver(fetch_add(100, 1, kAtomicBase, kAckReq | kRetx));
+    EXPECT_TRUE(sent().empty());
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, 1u);
+    EXPECT_EQ(word(), 0u);
+}
+
+TEST_F(ReceiverAtomicTest, RecordKeepsTheLastAtomicsOldestReplacedFirst) {
+    config.max_dest_rd_atomic = 4;
+    config.atomic_records = 2;  // raised to max_dest_rd_atomic
+    rx = std::make_unique<Receiver>(config, memory);
+    for (Psn p = 100; p < 106; ++p) deliver(fetch_add(p, 1));
+    EXPECT_EQ(responses().size(), 6u);
+    EXPECT_EQ(rx->atomic_records(), 4u);
+    deliver(fetch_add(101, 1, kAtomicBase, kAckReq | kRetx));  // replaced
+    EXPECT_TRUE(responses().empty());
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, 1u);
+    deliver(fetch_add(102, 1, kAtomicBase, kAckReq | kRetx));  // kept
+    const auto r = responses();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(atomic_value(r[0]), 2u);
+    EXPECT_EQ(word(), 6u);
+}
+
+TEST_F(ReceiverAtomicTest, NoRecordIsMatchedMoreThan512Behind) {
+    deliver(fetch_add(100, 1));
+    EXPECT_EQ(responses().size(), 1u);
+    // 512 PSNs later (zero-length WRITEs) the record is still matched; one more, not.
+    for (Psn p = 101; p <= 612; ++p) {
+        deliver(data_packet(Opcode::Write, p, kFirst | kLast, Deth{0, 0, 0, 0, 0}, {}));
+    }
+    sent();
+    ASSERT_EQ(rx->window().cum_psn(), 613u);  // 100 is 513 behind
+    deliver(fetch_add(100, 1, kAtomicBase, kAckReq | kRetx));
+    EXPECT_TRUE(responses().empty());
+    EXPECT_EQ(rx->counters().duplicate_atomics_unknown, 1u);
+    deliver(data_packet(Opcode::Write, 613, kFirst | kLast, Deth{0, 0, 0, 0, 0}, {}));
+    sent();
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(fetch_add(100, 1));
+    for (Psn p = 101; p <= 611; ++p) {
+        deliver(data_packet(Opcode::Write, p, kFirst | kLast, Deth{0, 0, 0, 0, 0}, {}));
+    }
+    sent();
+    deliver(fetch_add(100, 1, kAtomicBase, kAckReq | kRetx));  // 512 behind
+    EXPECT_EQ(responses().size(), 1u);
+}
+
+TEST_F(ReceiverAtomicTest, MisalignedAddressIsAnInvalidRequest) {
+    for (const std::uint64_t off : {1u, 4u, 7u, 12u}) {
+        rx = std::make_unique<Receiver>(config, memory);
+        deliver(fetch_add(100, 1, kAtomicBase + off));
+        const auto a = acks();
+        ASSERT_EQ(a.size(), 1u) << off;
+        EXPECT_EQ(a[0].ack().syndrome, Syndrome::InvalidRequest);
+        EXPECT_EQ(a[0].ack().nak_psn, 100u);
+        EXPECT_TRUE(rx->in_error());
+    }
+    EXPECT_EQ(word(), 0u);
+    EXPECT_EQ(word(kAtomicBase + 8), 0u);
+}
+
+TEST_F(ReceiverAtomicTest, MissingRightsOrRangeIsARemoteAccessError) {
+    memory.register_region(0x61, 0x61000, 64, access::kRemoteWrite | access::kRemoteRead);
+    struct Case {
+        const char* what;
+        Packet packet;
+    };
+    const Case cases[] = {
+        {"region without remote atomic",
+         atomic_request(Opcode::AtomicFetchAdd, 100, 0x61000, 0x61, 1, 0, 0)},
+        {"unknown key", fetch_add(100, 1, kAtomicBase, kAckReq, 0x999)},
+        {"past the region's end", fetch_add(100, 1, kAtomicBase + 64)},
+        {"before the region", fetch_add(100, 1, kAtomicBase - 8)},
+        {"address wraps", fetch_add(100, 1, ~0ull - 7)},
+    };
+    for (const Case& c : cases) {
+        rx = std::make_unique<Receiver>(config, memory);
+        deliver(c.packet);
+        const auto a = acks();
+        ASSERT_EQ(a.size(), 1u) << c.what;
+        EXPECT_EQ(a[0].ack().syndrome, Syndrome::RemoteAccess) << c.what;
+        EXPECT_TRUE(rx->in_error()) << c.what;
+    }
+    // The last word of the region is inside it.
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(fetch_add(100, 1, kAtomicBase + 56));
+    EXPECT_EQ(responses().size(), 1u);
+    // A QP without remote atomics refuses even a region that allows them.
+    config.remote_atomic = false;
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(fetch_add(100, 1));
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::RemoteAccess);
+    EXPECT_TRUE(rx->in_error());
+}
+
+TEST_F(ReceiverAtomicTest, ValidatedAtArrivalNotWhenCumPasses) {
+    // Waiting behind a gap does not delay the refusal.
+    deliver(fetch_add(101, 1, kAtomicBase + 4));
+    const auto a = acks();
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].ack().syndrome, Syndrome::InvalidRequest);
+    EXPECT_EQ(a[0].ack().nak_psn, 101u);
+}
+
+TEST_F(ReceiverAtomicTest, RegionGoneBeforeExecutionIsARemoteOperationalError) {
+    deliver(fetch_add(101, 1));
+    sent();
+    ASSERT_TRUE(memory.deregister_region(kAtomicKey));
+    deliver(write_message(100, kWriteBase, pattern_bytes(4, 1), 0)[0]);
+    const auto out = sent();
+    EXPECT_TRUE(of_opcode(out, Opcode::AtomicResponse).empty());
+    const auto a = of_opcode(out, Opcode::Ack);
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a.back().ack().syndrome, Syndrome::RemoteOperational);
+    EXPECT_EQ(a.back().ack().nak_psn, 101u);
+    EXPECT_TRUE(rx->in_error());
+}
+
+TEST_F(ReceiverAtomicTest, AtomicsShareTheMaxDestRdAtomicSlotsWithReads) {
+    config.max_dest_rd_atomic = 2;
+    rx = std::make_unique<Receiver>(config, memory);
+    deliver(read_request(101, kReadBase, kReadKey, 10, 0));
+    deliver(fetch_add(102, 1));
+    deliver(fetch_add(103, 1));  // a third part: dropped, unmarked
+    EXPECT_EQ(rx->pending_reads(), 2u);
+    EXPECT_EQ(rx->counters().read_overflow, 1u);
+    EXPECT_FALSE(rx->window().received(103));
 }
 
 class ReceiverWrapTest : public ReceiverTest {

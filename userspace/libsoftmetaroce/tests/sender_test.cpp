@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "test_support.h"
@@ -1008,6 +1009,186 @@ TEST_F(SenderTest, ReadResponsesAllLostAreProbedThenReReadAfterTheTimer) {
     EXPECT_GE(now, acked_at + 5000);
     EXPECT_EQ(rereads.front().rreq().offset, 0u);
     EXPECT_TRUE(rereads.front().bth.has(kRetx));
+}
+
+// Atomics (protocol.md sections 3.4, 8).
+class SenderAtomicTest : public SenderTest {
+  protected:
+    void post_atomic(std::uint64_t id, WrOpcode op, std::uint64_t swap_add,
+                     std::uint64_t compare = 0, std::uint64_t addr = 0x30008, bool fence = false) {
+        WorkRequest wr;
+        wr.wr_id = id;
+        wr.opcode = op;
+        wr.remote_addr = addr;
+        wr.rkey = 0x30;
+        wr.swap_add = swap_add;
+        wr.compare = compare;
+        wr.fence = fence;
+        tx->post(std::move(wr), now);
+    }
+    void answer(const Packet& request, std::uint64_t value, std::uint8_t extra = 0) {
+        tx->on_read_response(through_wire(atomic_response(request.bth.psn, request.areq().msn,
+                                                          value, kFirst | kLast | extra),
+                                          kMtu),
+                             now);
+    }
+};
+
+TEST_F(SenderAtomicTest, RequestTakesOnePsnAndCompletesWithTheValue) {
+    post_send(1, 10);  // a SEND first: the atomic carries the next MSN, 1
+    post_atomic(2, WrOpcode::AtomicCmpSwp, 9, 5);
+    post_atomic(3, WrOpcode::AtomicFetchAdd, 3, 0, 0x30010);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_EQ(p[1].bth.opcode, Opcode::AtomicCmpSwp);
+    EXPECT_EQ(p[1].bth.psn, kStart + 1);
+    EXPECT_EQ(p[1].bth.flags, kAckReq);
+    EXPECT_EQ(p[1].areq(), (AtomicReq{0x30008, 0x30, 1, 9, 5}));
+    EXPECT_EQ(p[2].bth.opcode, Opcode::AtomicFetchAdd);
+    EXPECT_EQ(p[2].bth.psn, kStart + 2);
+    EXPECT_EQ(p[2].areq(), (AtomicReq{0x30010, 0x30, 1, 3, 0}));  // MSN not consumed
+    EXPECT_EQ(tx->next_psn(), kStart + 3);
+    now += kRtt;
+    ack(kStart + 3);
+    auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);  // the SEND; the atomics wait for their responses
+    answer(p[2], 77);            // out of order: completions stay in order
+    EXPECT_TRUE(tx->take_completions().empty());
+    answer(p[1], 0x0102030405060708ull);
+    done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 2u);
+    EXPECT_EQ(done[0].opcode, WcOpcode::CompSwap);
+    EXPECT_EQ(done[0].byte_len, 8u);
+    EXPECT_EQ(done[0].atomic_value, 0x0102030405060708ull);
+    std::uint64_t in_buffer = 0;
+    ASSERT_EQ(done[0].read_data.size(), 8u);
+    std::memcpy(&in_buffer, done[0].read_data.data(), 8);  // in the requester's byte order
+    EXPECT_EQ(in_buffer, 0x0102030405060708ull);
+    EXPECT_EQ(done[1].opcode, WcOpcode::FetchAdd);
+    EXPECT_EQ(done[1].atomic_value, 77u);
+}
+
+TEST_F(SenderAtomicTest, LostResponseIsAskedForWithTheSameRequestAndRetx) {
+    post_atomic(1, WrOpcode::AtomicFetchAdd, 1);
+    const auto first = sent();
+    ASSERT_EQ(first.size(), 1u);
+    now += kRtt;
+    ack(kStart + 1);  // the request arrived; its response never does
+    std::vector<Packet> again;
+    for (int timers = 0; timers < 10 && again.empty(); ++timers) {
+        now = *tx->next_timer();
+        tx->on_timer(now);
+        again = sent();
+    }
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].bth.opcode, Opcode::AtomicFetchAdd);
+    EXPECT_EQ(again[0].bth.psn, kStart);
+    EXPECT_EQ(again[0].areq(), first[0].areq());
+    EXPECT_TRUE(again[0].bth.has(kRetx) && again[0].bth.has(kAckReq));
+    // The responder answers from its record (with RETX): that value completes it.
+    answer(again[0], 41, kRetx);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    EXPECT_EQ(done[0].atomic_value, 41u);
+    // A late copy of the first answer changes nothing.
+    answer(first[0], 41);
+    EXPECT_TRUE(tx->take_completions().empty());
+    EXPECT_EQ(tx->counters().unexpected_read_responses, 1u);
+}
+
+TEST_F(SenderAtomicTest, LostRequestIsResentTheSameWithRetx) {
+    post_atomic(1, WrOpcode::AtomicCmpSwp, 2, 1);
+    post_send(2, 10);
+    const auto first = sent();
+    ASSERT_EQ(first.size(), 2u);
+    now += kRtt;
+    ack(kStart, {kStart + 1});  // the SEND arrived, the atomic did not
+    std::vector<Packet> again;
+    for (int timers = 0; timers < 10 && again.empty(); ++timers) {
+        now = *tx->next_timer();
+        tx->on_timer(now);
+        again = sent();
+    }
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].bth.opcode, Opcode::AtomicCmpSwp);
+    EXPECT_EQ(again[0].bth.psn, kStart);
+    EXPECT_EQ(again[0].areq(), first[0].areq());
+    EXPECT_TRUE(again[0].bth.has(kRetx));
+    answer(again[0], 1);
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].atomic_value, 1u);
+}
+
+TEST_F(SenderAtomicTest, ResponsesOfTheWrongKindOrMsnAreRefused) {
+    post_atomic(1, WrOpcode::AtomicFetchAdd, 1);
+    post_read(2, 100);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 2u);
+    // A READ_RESP for the atomic's PSN, an ATOMIC_RESP for the READ's, another MSN.
+    Packet read_like;
+    read_like.bth.opcode = Opcode::ReadResponse;
+    read_like.bth.flags = kFirst | kLast;
+    read_like.bth.dqpn = kQpA;
+    read_like.bth.sqpn = kQpB;
+    read_like.bth.psn = kStart;
+    read_like.ext = Deth{0, 0, 0, 8, 0};
+    read_like.payload.assign(8, 0);
+    tx->on_read_response(through_wire(read_like, kMtu), now);
+    tx->on_read_response(through_wire(atomic_response(kStart + 1, 0, 5), kMtu), now);
+    tx->on_read_response(through_wire(atomic_response(kStart, 9, 5), kMtu), now);
+    EXPECT_EQ(tx->counters().bad_read_responses, 3u);
+    EXPECT_TRUE(tx->take_completions().empty());
+}
+
+TEST_F(SenderAtomicTest, NaksCompleteTheAtomicWithTheirStatus) {
+    for (const auto& [syndrome, status] :
+         {std::pair{Syndrome::RemoteAccess, WcStatus::RemAccessErr},
+          std::pair{Syndrome::InvalidRequest, WcStatus::RemInvReqErr}}) {
+        reset();
+        post_atomic(1, WrOpcode::AtomicFetchAdd, 1);
+        sent();
+        now += kRtt;
+        tx->on_ack(through_wire(echoed(nak_packet(syndrome, kStart, kStart)), kMtu), now);
+        const auto done = tx->take_completions();
+        ASSERT_EQ(done.size(), 1u);
+        EXPECT_EQ(done[0].status, status);
+        EXPECT_EQ(done[0].opcode, WcOpcode::FetchAdd);
+        EXPECT_TRUE(tx->in_error());
+    }
+}
+
+TEST_F(SenderAtomicTest, AtomicsHoldReadCreditsAndFenceWaitsForThem) {
+    config.max_rd_atomic = 2;
+    reset();
+    post_atomic(1, WrOpcode::AtomicFetchAdd, 1);
+    post_read(2, 10);
+    post_atomic(3, WrOpcode::AtomicFetchAdd, 1);  // a third part: waits for a credit
+    auto p = sent();
+    ASSERT_EQ(p.size(), 2u);
+    answer(p[0], 0);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::AtomicFetchAdd);
+    // A fenced SEND waits for the atomics before it.
+    post_send(4, 10);
+    EXPECT_EQ(sent().size(), 1u);
+    reset();
+    post_atomic(1, WrOpcode::AtomicFetchAdd, 1);
+    WorkRequest fenced;
+    fenced.wr_id = 2;
+    fenced.opcode = WrOpcode::Send;
+    fenced.data = {1};
+    fenced.fence = true;
+    tx->post(fenced, now);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    answer(p[0], 0);
+    p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].bth.opcode, Opcode::Send);
 }
 
 TEST_F(SenderTest, CompletionsInPostingOrderAndFence) {

@@ -55,6 +55,37 @@ Packet read_request(Psn psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t
     return p;
 }
 
+Packet atomic_request(Opcode op, Psn psn, std::uint64_t va, std::uint32_t rkey,
+                      std::uint64_t swap_add, std::uint64_t compare, std::uint32_t msn,
+                      std::uint8_t flags) {
+    Packet p;
+    p.bth.opcode = op;
+    p.bth.flags = flags;
+    p.bth.dqpn = kQpB;
+    p.bth.sqpn = kQpA;
+    p.bth.psn = psn;
+    p.ext = AtomicReq{va, rkey, msn, swap_add, compare};
+    return p;
+}
+
+Packet atomic_response(Psn psn, std::uint32_t msn, std::uint64_t value, std::uint8_t flags) {
+    Packet p;
+    p.bth.opcode = Opcode::AtomicResponse;
+    p.bth.flags = flags;
+    p.bth.dqpn = kQpA;
+    p.bth.sqpn = kQpB;
+    p.bth.psn = psn;
+    p.ext = Deth{0, 0, msn, 8, 0};
+    for (int i = 7; i >= 0; --i) p.payload.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
+    return p;
+}
+
+std::uint64_t atomic_value(const Packet& response) {
+    std::uint64_t v = 0;
+    for (const std::uint8_t b : response.payload) v = v << 8 | b;
+    return v;
+}
+
 Packet ack_packet(Psn cum, std::initializer_list<Psn> sacked, std::uint16_t ce,
                   std::uint32_t ts_echo, std::uint16_t echo_path) {
     SackBitmap bitmap(cum);

@@ -35,6 +35,15 @@ Packet data_packet(Opcode op, Psn psn, std::uint8_t flags, const Deth& deth,
 Packet read_request(Psn psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t len,
                     std::uint32_t msn, std::uint32_t offset = 0,
                     std::uint8_t flags = flag::kAckReq);
+// An atomic request (kQpA to kQpB); FETCH_ADD with `compare` 0.
+Packet atomic_request(Opcode op, Psn psn, std::uint64_t va, std::uint32_t rkey,
+                      std::uint64_t swap_add, std::uint64_t compare, std::uint32_t msn,
+                      std::uint8_t flags = flag::kAckReq);
+// An ATOMIC_RESP from kQpB to kQpA.
+Packet atomic_response(Psn psn, std::uint32_t msn, std::uint64_t value,
+                       std::uint8_t flags = flag::kFirst | flag::kLast);
+// The value an ATOMIC_RESP carries (big-endian).
+std::uint64_t atomic_value(const Packet& response);
 // An ACK from kQpB to kQpA: cum_psn and the PSNs after it that arrived.
 Packet ack_packet(Psn cum, std::initializer_list<Psn> sacked = {}, std::uint16_t ce = 0,
                   std::uint32_t ts_echo = 0, std::uint16_t echo_path = 0);

@@ -18,6 +18,9 @@ TEST(WireLayout, HeaderSizes) {
     EXPECT_EQ(sizeof(metaroce_deth), 24u);
     EXPECT_EQ(sizeof(metaroce_rreq), 24u);
     EXPECT_EQ(sizeof(metaroce_ack), 56u);
+    EXPECT_EQ(sizeof(metaroce_areq), 32u);
+    EXPECT_EQ(METAROCE_AREQ_LEN, 32);
+    EXPECT_EQ(METAROCE_ATOMIC_LEN, 8);
     EXPECT_EQ(METAROCE_BTH_LEN, 24);
     EXPECT_EQ(METAROCE_DETH_LEN, 24);
     EXPECT_EQ(METAROCE_RREQ_LEN, 24);
@@ -52,6 +55,22 @@ TEST(WireLayout, RreqOffsets) {
     EXPECT_EQ(offsetof(metaroce_rreq, len), 12u);
     EXPECT_EQ(offsetof(metaroce_rreq, offset), 16u);
     EXPECT_EQ(offsetof(metaroce_rreq, msn), 20u);
+}
+
+// Section 3.4: va, R_Key, MSN, swap or add, compare; the 64-bit fields 8-aligned.
+TEST(WireLayout, AreqOffsets) {
+    EXPECT_EQ(offsetof(metaroce_areq, va), 0u);
+    EXPECT_EQ(offsetof(metaroce_areq, rkey), 8u);
+    EXPECT_EQ(offsetof(metaroce_areq, msn), 12u);
+    EXPECT_EQ(offsetof(metaroce_areq, swap_add), 16u);
+    EXPECT_EQ(offsetof(metaroce_areq, compare), 24u);
+    EXPECT_EQ(alignof(metaroce_areq), 8u);
+}
+
+TEST(WireLayout, AtomicOpcodes) {
+    EXPECT_EQ(METAROCE_OP_ATOMIC_CMP_SWP, 0x06);
+    EXPECT_EQ(METAROCE_OP_ATOMIC_FETCH_ADD, 0x07);
+    EXPECT_EQ(METAROCE_OP_ATOMIC_RESP, 0x08);
 }
 
 TEST(WireLayout, AckOffsets) {
@@ -141,11 +160,16 @@ TEST(WireLayout, ExtensionLengthsAndPayloads) {
             case 0x02:
             case 0x04:
             case 0x05:
+            case 0x08:
                 expected = 24;
                 payload = true;
                 break;
             case 0x03:
                 expected = 24;
+                break;
+            case 0x06:
+            case 0x07:
+                expected = 32;
                 break;
             case 0x10:
                 expected = 56;
@@ -225,6 +249,55 @@ TEST(WireLayout, GoldenReadRequest) {
         0x00, 0x00, 0x20, 0x00,                                                              // len
         0x00, 0x00, 0x10, 0x00,  // offset
         0x00, 0x00, 0x00, 0x42,  // msn
+    };
+    EXPECT_EQ(encode(p), expected);
+    const auto decoded = decode(expected, {4096});
+    ASSERT_TRUE(decoded.ok()) << decoded.error();
+    EXPECT_EQ(*decoded, p);
+}
+
+TEST(WireLayout, GoldenAtomicCompareSwap) {
+    Packet p;
+    p.bth.opcode = Opcode::AtomicCmpSwp;
+    p.bth.flags = METAROCE_F_ACK_REQ;
+    p.bth.dqpn = 1;
+    p.bth.sqpn = 2;
+    p.bth.psn = 3;
+    p.ext = AtomicReq{0x1122334455667788ull, 0x99aabbcc, 0x42, 0x0102030405060708ull,
+                      0xf1f2f3f4f5f6f7f8ull};
+    const std::vector<std::uint8_t> expected = {
+        0x10, 0x06, 0x10, 0x00, 0,    0,    0,    1,    0,    0,    0,
+        2,    0,    0,    0,    3,    0,    0,    0,    0,    0,    0,
+        0,    0,    0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // va
+        0x99, 0xaa, 0xbb, 0xcc,                                      // rkey
+        0x00, 0x00, 0x00, 0x42,                                      // msn
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,              // swap
+        0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,              // compare
+    };
+    EXPECT_EQ(encode(p), expected);
+    const auto decoded = decode(expected, {4096});
+    ASSERT_TRUE(decoded.ok()) << decoded.error();
+    EXPECT_EQ(*decoded, p);
+}
+
+TEST(WireLayout, GoldenAtomicResponse) {
+    Packet p;
+    p.bth.opcode = Opcode::AtomicResponse;
+    p.bth.flags = METAROCE_F_FIRST | METAROCE_F_LAST | METAROCE_F_RETX;
+    p.bth.dqpn = 1;
+    p.bth.sqpn = 2;
+    p.bth.psn = 3;
+    p.ext = Deth{0, 0, 0x42, 8, 0};
+    p.payload = {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02};  // the value 0x102
+    const std::vector<std::uint8_t> expected = {
+        0x10, 0x08, 0x23, 0x00, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3,  // flags FIRST|LAST|RETX
+        0,    0,    0,    0,    0, 0, 0, 0,                          // path, reserved, ts
+        0,    0,    0,    0,    0, 0, 0, 0,                          // addr
+        0,    0,    0,    0,                                         // key
+        0,    0,    0,    0x42,                                      // msn
+        0,    0,    0,    8,                                         // msg_len
+        0,    0,    0,    0,                                         // imm
+        0,    0,    0,    0,    0, 0, 1, 2,                          // the value, big-endian
     };
     EXPECT_EQ(encode(p), expected);
     const auto decoded = decode(expected, {4096});

@@ -31,6 +31,8 @@ enum class WcOpcode : std::uint8_t {
     Send = 0,
     RdmaWrite = 1,
     RdmaRead = 2,
+    CompSwap = 3,
+    FetchAdd = 4,
     Recv = 128,
     RecvRdmaWithImm = 129,
 };
@@ -44,7 +46,8 @@ struct Completion {
     // A receive of a SEND with invalidate: the key it named (IBV_WC_WITH_INV).
     std::optional<std::uint32_t> invalidated_rkey;
     bool solicited = false;
-    std::vector<std::uint8_t> read_data;  // a READ's result
+    std::vector<std::uint8_t> read_data;        // a READ's result; an atomic's 8 bytes, host order
+    std::optional<std::uint64_t> atomic_value;  // an atomic's: what the remote word held
 };
 
 }  // namespace metaroce

@@ -20,6 +20,7 @@ namespace access {
 inline constexpr std::uint32_t kLocalWrite = 1u << 0;
 inline constexpr std::uint32_t kRemoteWrite = 1u << 1;
 inline constexpr std::uint32_t kRemoteRead = 1u << 2;
+inline constexpr std::uint32_t kRemoteAtomic = 1u << 3;
 }  // namespace access
 
 enum class AccessResult {
@@ -27,7 +28,10 @@ enum class AccessResult {
     BadKey,       // no region has this key
     NoRights,     // the region does not allow the access
     OutOfBounds,  // the range does not lie inside the region
+    Misaligned,   // an atomic's address is not a multiple of 8
 };
+
+enum class AtomicOp : std::uint8_t { CompareSwap, FetchAdd };
 
 // One scatter/gather element: `length` bytes at `addr` of the region with key `lkey`.
 struct Sge {
@@ -58,6 +62,17 @@ class MemoryModel {
                        std::uint32_t needed);
     AccessResult read(std::uint32_t key, std::uint64_t addr, std::uint32_t len,
                       std::uint32_t needed, std::vector<std::uint8_t>& out) const;
+
+    // An atomic on the 64-bit word at `addr` (a multiple of 8) of region `key`, which must
+    // allow `needed`: FetchAdd adds `swap_add` (modulo 2^64); CompareSwap stores `swap_add` if
+    // the word equals `compare`. The word is a native integer in the host's byte order (as
+    // for an IB atomic, protocol.md section 3.4); `original` receives what it held before.
+    // Nothing changes unless the result is Ok.
+    AccessResult atomic(std::uint32_t key, std::uint64_t addr, AtomicOp op, std::uint64_t swap_add,
+                        std::uint64_t compare, std::uint32_t needed, std::uint64_t& original);
+    // The native 64-bit word at `addr` of region `key`, if it lies inside (for tests).
+    std::optional<std::uint64_t> load_word(std::uint32_t key, std::uint64_t addr) const;
+    bool store_word(std::uint32_t key, std::uint64_t addr, std::uint64_t value);
 
     // Whether every SGE of the WQE names locally writable memory.
     bool valid_receive_buffer(const ReceiveWqe& wqe) const;

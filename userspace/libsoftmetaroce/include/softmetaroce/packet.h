@@ -21,6 +21,9 @@ enum class Opcode : std::uint8_t {
     ReadRequest = METAROCE_OP_READ_REQ,
     ReadResponse = METAROCE_OP_READ_RESP,
     UdSend = METAROCE_OP_UD_SEND,
+    AtomicCmpSwp = METAROCE_OP_ATOMIC_CMP_SWP,
+    AtomicFetchAdd = METAROCE_OP_ATOMIC_FETCH_ADD,
+    AtomicResponse = METAROCE_OP_ATOMIC_RESP,
     Ack = METAROCE_OP_ACK,
 };
 
@@ -66,7 +69,7 @@ struct Bth {
     friend bool operator==(const Bth&, const Bth&) = default;
 };
 
-// Data extension header: SEND, WRITE, READ_RESP, UD_SEND.
+// Data extension header: SEND, WRITE, READ_RESP, UD_SEND, ATOMIC_RESP.
 struct Deth {
     std::uint64_t addr = 0;  // WRITE: remote address; SEND, READ_RESP: offset in the message
     std::uint32_t key = 0;
@@ -88,6 +91,17 @@ struct ReadReq {
     friend bool operator==(const ReadReq&, const ReadReq&) = default;
 };
 
+// Atomic request extension header (ATOMIC_CMP_SWP, ATOMIC_FETCH_ADD; protocol.md section 3.4).
+struct AtomicReq {
+    std::uint64_t va = 0;  // a multiple of 8
+    std::uint32_t rkey = 0;
+    std::uint32_t msn = 0;       // as a READ's: the next message number, not consumed
+    std::uint64_t swap_add = 0;  // CMP_SWP: the value stored on a match; FETCH_ADD: the addend
+    std::uint64_t compare = 0;   // CMP_SWP: the expected value; FETCH_ADD: 0
+
+    friend bool operator==(const AtomicReq&, const AtomicReq&) = default;
+};
+
 using SackWords = std::array<std::uint32_t, METAROCE_SACK_WORDS>;
 
 // ACK / NAK extension header.
@@ -107,7 +121,7 @@ struct Ack {
     friend bool operator==(const Ack&, const Ack&) = default;
 };
 
-using Extension = std::variant<Deth, ReadReq, Ack>;
+using Extension = std::variant<Deth, ReadReq, Ack, AtomicReq>;
 
 struct Packet {
     Bth bth;
@@ -120,6 +134,8 @@ struct Packet {
     ReadReq& rreq() { return std::get<ReadReq>(ext); }
     const Ack& ack() const { return std::get<Ack>(ext); }
     Ack& ack() { return std::get<Ack>(ext); }
+    const AtomicReq& areq() const { return std::get<AtomicReq>(ext); }
+    AtomicReq& areq() { return std::get<AtomicReq>(ext); }
 
     friend bool operator==(const Packet&, const Packet&) = default;
 };
@@ -136,7 +152,12 @@ struct OutboundPacket {
 // Whether packets of this opcode carry a DETH and a payload.
 constexpr bool is_data_opcode(Opcode op) {
     return op == Opcode::Send || op == Opcode::Write || op == Opcode::ReadResponse ||
-           op == Opcode::UdSend;
+           op == Opcode::UdSend || op == Opcode::AtomicResponse;
+}
+
+// ATOMIC_CMP_SWP or ATOMIC_FETCH_ADD: a request with an AREQ.
+constexpr bool is_atomic_request(Opcode op) {
+    return op == Opcode::AtomicCmpSwp || op == Opcode::AtomicFetchAdd;
 }
 
 }  // namespace metaroce

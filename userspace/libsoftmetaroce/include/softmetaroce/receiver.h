@@ -1,5 +1,6 @@
 // The responder side of one connection (protocol.md sections 5, 6, 11): tracks the PSN window,
-// places SEND and WRITE payloads on arrival, accepts and executes READ requests, completes
+// places SEND and WRITE payloads on arrival, accepts and executes READ requests and atomics
+// (each atomic exactly once, repeats answered from a record of those executed), completes
 // messages in order as the cumulative PSN passes them, and generates ACKs and NAKs.
 //
 // Deterministic: the caller passes the time and collects what the receiver produced (packets to
@@ -37,7 +38,12 @@ struct ReceiverConfig {
     std::uint32_t mtu = 1024;               // payload bytes per packet: a segment size (codec.h)
     unsigned num_paths = 8;                 // our own paths, for ACKs and READ responses
     std::uint8_t min_rnr_timer = 1;         // IB encoding, sent in RNR NAKs (1: 10 us)
-    std::uint32_t max_dest_rd_atomic = 16;  // READs accepted but not yet executed
+    std::uint32_t max_dest_rd_atomic = 16;  // READ parts and atomics accepted, not yet executed
+    // The QP allows remote atomics (IBV_ACCESS_REMOTE_ATOMIC in its access flags).
+    bool remote_atomic = true;
+    // Executed atomics remembered to answer repeats (section 5): at least max_dest_rd_atomic
+    // (it is raised to that), the soft-NIC's 128 by default.
+    std::uint32_t atomic_records = 128;
     std::uint32_t ack_every = METAROCE_ACK_EVERY;  // data packets per ACK without other triggers
     TimeUs delayed_ack_us = METAROCE_DELAYED_ACK_US;
     // Fair-share budget when no tracker is shared.
@@ -45,14 +51,14 @@ struct ReceiverConfig {
 };
 
 struct ReceiverCounters {
-    std::uint64_t packets = 0;  // SEND, WRITE and READ_REQ packets handled
+    std::uint64_t packets = 0;  // SEND, WRITE, READ_REQ and atomic request packets handled
     std::uint64_t placed = 0;
     std::uint64_t duplicates = 0;
     std::uint64_t duplicate_reads = 0;
     // READ_REQs behind cum_psn that repeat no READ accepted: dropped unanswered (section 5).
     std::uint64_t duplicate_reads_unknown = 0;
     std::uint64_t out_of_window = 0;
-    std::uint64_t read_overflow = 0;  // READ_REQ dropped: max_dest_rd_atomic reached
+    std::uint64_t read_overflow = 0;  // READ_REQ or atomic dropped: max_dest_rd_atomic reached
     std::uint64_t ce_marked = 0;
     std::uint64_t acks_sent = 0;
     std::uint64_t rnr_naks = 0;
@@ -62,6 +68,13 @@ struct ReceiverCounters {
     std::uint64_t version_naks = 0;
     std::uint64_t reads_executed = 0;
     std::uint64_t read_responses = 0;
+    std::uint64_t atomics_executed = 0;
+    std::uint64_t atomic_responses = 0;  // sent, those from the record included
+    // Repeats of an atomic (in duplicates): answered from the record, or dropped because the
+    // original waits for cum_psn; and those matching neither, dropped unanswered
+    // (rx_duplicate_atomic_unknown, section 5).
+    std::uint64_t duplicate_atomics = 0;
+    std::uint64_t duplicate_atomics_unknown = 0;
     std::uint64_t messages_completed = 0;
     // SENDs with invalidate: refused at arrival for a key no fast-registration region is
     // valid with (INVALID_REQUEST NAK, also counted in invalid_naks); completed and their key
@@ -87,7 +100,8 @@ class Receiver {
     // completes at once with WR_FLUSH_ERR.
     bool post_recv(ReceiveWqe wqe);
 
-    // A SEND, WRITE or READ_REQ for this connection. `ce`: the IP header was CE-marked.
+    // A SEND, WRITE, READ_REQ or atomic request for this connection. `ce`: the IP header was
+    // CE-marked.
     void on_packet(const Packet& packet, bool ce, TimeUs now);
     // A packet of a higher protocol version for this connection: answer with a VERSION NAK.
     void on_version_mismatch(const BthProbe& probe, TimeUs now);
@@ -108,7 +122,9 @@ class Receiver {
     const ReceiverConfig& config() const { return config_; }
     std::size_t posted_wqes() const { return wqes_.size(); }
     std::uint32_t completed_messages() const { return completed_messages_; }
+    // READ parts and atomics accepted and not yet executed.
     std::size_t pending_reads() const { return pending_reads_.size(); }
+    std::size_t atomic_records() const { return atomic_records_.size(); }
 
   private:
     struct PostedWqe {
@@ -141,10 +157,21 @@ class Receiver {
     // READs remembered, as the kernel responder does.
     static constexpr std::size_t kReadHistory = 128;
 
+    // A READ part, or an atomic (opcode, atomic), waiting for cum_psn.
     struct PendingRead {
         Psn psn = 0;
         ReadReq request;
         bool retx = false;
+        Opcode opcode = Opcode::ReadRequest;
+        AtomicReq atomic;
+    };
+
+    // An atomic executed (section 5): its request and the value it returned.
+    struct AtomicRecord {
+        Psn psn = 0;
+        Opcode opcode = Opcode::AtomicCmpSwp;
+        AtomicReq request;
+        std::uint64_t original = 0;
     };
 
     // Why a packet was refused, and what the responder does about it.
@@ -166,6 +193,11 @@ class Receiver {
 
     void handle_data(const Packet& packet, TimeUs now);
     void handle_read_request(const Packet& packet, TimeUs now);
+    void handle_atomic_request(const Packet& packet, TimeUs now);
+    void handle_duplicate_atomic(const Packet& packet, TimeUs now);
+    void execute_atomic(const PendingRead& atomic, TimeUs now);
+    void send_atomic_response(Psn psn, std::uint32_t msn, std::uint64_t original, bool retx,
+                              TimeUs now);
     Refusal place_write(const Packet& packet);
     Refusal place_send(const Packet& packet);
     void refuse(const Packet& packet, Refusal refusal, TimeUs now);
@@ -217,6 +249,7 @@ class Receiver {
     std::array<std::optional<MessageEnd>, 2 * METAROCE_SACK_BITS> message_ends_{};
     std::vector<PendingRead> pending_reads_;
     std::vector<ReadRun> read_runs_;
+    std::deque<AtomicRecord> atomic_records_;  // oldest first
 
     // ACK generation state.
     std::uint32_t unacked_packets_ = 0;

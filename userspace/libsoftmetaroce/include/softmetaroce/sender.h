@@ -33,7 +33,7 @@ namespace metaroce {
 struct SenderConfig {
     std::uint32_t qpn = 0;
     std::uint32_t peer_qpn = 0;
-    Psn initial_psn = 0;       // sq_psn
+    Psn initial_psn = 0;  // sq_psn
     // Added to every timestamp the sender puts on the wire: a secret per connection, so that
     // only who saw one of its packets can echo a timestamp in an ACK (section 12.1).
     std::uint32_t ts_offset = 0;
@@ -86,6 +86,7 @@ class Sender {
     void post(WorkRequest wr, TimeUs now);
 
     void on_ack(const Packet& ack, TimeUs now);
+    // A READ_RESP or an ATOMIC_RESP.
     void on_read_response(const Packet& response, TimeUs now);
 
     std::optional<TimeUs> next_timer() const;
@@ -133,8 +134,8 @@ class Sender {
         std::uint32_t read_index = 0;  // ReadRequest, ReadSpan: response index in the READ
         Packet packet;                 // Data, ReadRequest: what goes on the wire (path, ts aside)
         std::uint16_t path = 0;        // of the latest transmission
-        TimeUs sent_at = 0;        // the latest transmission
-        TimeUs first_sent_at = 0;  // the first (ReadSpan: its request's)
+        TimeUs sent_at = 0;            // the latest transmission
+        TimeUs first_sent_at = 0;      // the first (ReadSpan: its request's)
         std::uint64_t tx_order = 0;
         std::uint32_t transmissions = 0;
 
@@ -150,9 +151,10 @@ class Sender {
         Psn first_psn = 0;
         std::uint32_t issued_bytes = 0;  // SEND, WRITE
         std::uint32_t undelivered_psns = 0;
-        std::uint32_t rnr_naks = 0;  // consecutive, for this message
-        std::optional<ReadTracker> read;
+        std::uint32_t rnr_naks = 0;       // consecutive, for this message
+        std::optional<ReadTracker> read;  // a READ's, or an atomic's (one response)
         std::vector<std::uint8_t> read_data;
+        std::optional<std::uint64_t> atomic_value;  // from the ATOMIC_RESP
 
         std::uint32_t length() const;
         bool complete() const;
@@ -170,6 +172,8 @@ class Sender {
     void send_retransmissions(TimeUs now);
     void send_rereads(TimeUs now);
     void send_reread(WrState& wr, ReadTracker::Range range, TimeUs now);
+    // An atomic's request: the same every time it is sent, but for RETX (section 8).
+    Packet atomic_request(const WrState& wr) const;
     void send_new(TimeUs now);
     bool window_fits(std::uint32_t psns) const;
     // Packets in flight against the congestion window: data packets and READ requests sent,
