@@ -145,7 +145,7 @@ void soft_rtt_sample(struct soft_req *req, u32 rtt_us)
 	}
 }
 
-static bool is_read_psn(struct soft_req *req, struct soft_pkt *e)
+static bool is_read_psn(const struct soft_req *req, const struct soft_pkt *e)
 {
 	return soft_op_asks_responses(req->swqes[e->swqe].wire_op);
 }
@@ -518,6 +518,10 @@ static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 /*
  * Whether a NAK refuses a PSN that is outstanding: sent, not yet known
  * received, and not among those its own cum_psn says the responder has.
+ * A READ or atomic response PSN behind cum_psn is still outstanding until
+ * its response arrives: cum_psn says the responder accepted the request,
+ * and it refuses a part it accepted when the region is revoked before the
+ * part's turn (protocol.md sections 6 and 12.1).
  */
 static bool nak_outstanding(const struct soft_req *req,
 			    const struct soft_pkt_info *pkt)
@@ -526,11 +530,12 @@ static bool nak_outstanding(const struct soft_req *req,
 	const struct soft_pkt *e;
 
 	if (soft_psn_diff(psn, req->psn_una) < 0 ||
-	    soft_psn_diff(psn, req->psn_next) >= 0 ||
-	    soft_psn_diff(psn, pkt->ack.cum_psn) < 0)
+	    soft_psn_diff(psn, req->psn_next) >= 0)
 		return false;
 	e = &req->pkts[psn % SOFT_WINDOW];
-	return e->state == PKT_INFLIGHT || e->state == PKT_LOST;
+	if (e->state != PKT_INFLIGHT && e->state != PKT_LOST)
+		return false;
+	return soft_psn_diff(psn, pkt->ack.cum_psn) >= 0 || is_read_psn(req, e);
 }
 
 /*

@@ -371,8 +371,8 @@ void Receiver::execute_atomic(const PendingRead& atomic, TimeUs now) {
     if (memory_.atomic(request.rkey, request.va, op, request.swap_add, request.compare,
                        access::kRemoteAtomic, original) != AccessResult::Ok) {
         // The region went away between acceptance and execution, as for a READ part.
-        ++counters_.operational_naks;
-        send_ack(Syndrome::RemoteOperational, atomic.psn, 0, now);
+        ++counters_.access_naks;
+        send_ack(Syndrome::RemoteAccess, atomic.psn, 0, now);
         fail(std::nullopt);
         return;
     }
@@ -556,9 +556,10 @@ void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
     std::vector<std::uint8_t> data;
     if (memory_.read(request.rkey, request.va, request.len, access::kRemoteRead, data) !=
         AccessResult::Ok) {
-        // The region went away between acceptance and execution.
-        ++counters_.operational_naks;
-        send_ack(Syndrome::RemoteOperational, read.psn, 0, now);
+        // The region went away between acceptance and execution: refused as for a bad key,
+        // at the PSN of the response that would have carried it (section 6).
+        ++counters_.access_naks;
+        send_ack(Syndrome::RemoteAccess, read.psn, 0, now);
         fail(std::nullopt);
         return;
     }

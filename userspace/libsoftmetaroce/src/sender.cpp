@@ -313,6 +313,7 @@ void Sender::issue_read_part(WrState& wr, std::uint32_t room, TimeUs now) {
     if (!wr.started) {
         wr.msn = next_msn_;
         wr.first_psn = snd_nxt_;
+        wr.first_sent_at = now;
         wr.started = true;
     }
     // The next part: as many response packets as allowed, taking their PSNs now.
@@ -421,8 +422,12 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
         }
     }
 
-    // Nothing outstanding: an old ACK, with nothing to tell.
-    if (snd_una_ == snd_nxt_) return;
+    // Nothing outstanding (no PSN unacknowledged, no READ response due): an old ACK, with
+    // nothing to tell.
+    const bool responses_due = std::any_of(wrs_.begin(), wrs_.end(), [](const WrState& wr) {
+        return wr.read && wr.started && !wr.read->done();
+    });
+    if (snd_una_ == snd_nxt_ && !responses_due) return;
     const std::optional<TimeUs> rtt = check_injection(ack, now);
     if (!rtt) return;
 
@@ -450,15 +455,24 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
 
 std::optional<TimeUs> Sender::check_injection(const Ack& ack, TimeUs now) {
     if (ack.is_nak()) {
+        // A responder refuses a READ part (or an atomic) it accepted when the region is
+        // revoked before its turn (section 6): behind cum_psn, with its response still due.
         const PsnSlot* slot = slot_at(ack.nak_psn);
-        if (slot == nullptr || slot->state == SlotState::Delivered ||
-            psn_before(ack.nak_psn, ack.cum_psn)) {
+        const bool refusable = slot != nullptr && slot->state != SlotState::Delivered &&
+                               !psn_before(ack.nak_psn, ack.cum_psn);
+        if (!refusable && awaiting_response(ack.nak_psn) == nullptr) {
             ++counters_.invalid_acks;
             return std::nullopt;
         }
     }
+    // The oldest packet outstanding: at snd_una_, or a request whose responses are still due.
     const PsnSlot* oldest = slot_at(snd_una_);
-    const TimeUs since_oldest = oldest != nullptr ? now - oldest->first_sent_at : 0;
+    TimeUs since_oldest = oldest != nullptr ? now - oldest->first_sent_at : 0;
+    for (const WrState& wr : wrs_) {
+        if (wr.read && wr.started && !wr.read->done()) {
+            since_oldest = std::max(since_oldest, now - wr.first_sent_at);
+        }
+    }
     const TimeUs age = static_cast<std::uint32_t>(wire_ts(now) - ack.ts_echo);
     if (age > std::min<TimeUs>(since_oldest, METAROCE_MAX_RTO_US)) {
         ++counters_.bad_echo_acks;
@@ -918,10 +932,24 @@ void Sender::complete_ready() {
     if (wrs_.empty()) next_issue_seq_ = next_wr_seq_;
 }
 
+const Sender::WrState* Sender::awaiting_response(Psn psn) const {
+    for (const WrState& wr : wrs_) {
+        if (!wr.read || !wr.started || !psn_in_range(psn, wr.first_psn, wr.read->issued())) {
+            continue;
+        }
+        const auto index = static_cast<std::uint32_t>(psn_diff(psn, wr.first_psn));
+        return wr.read->received(index) ? nullptr : &wr;
+    }
+    return nullptr;
+}
+
 void Sender::fail_at(Psn psn, WcStatus status) {
     const PsnSlot* slot = slot_at(psn);
+    const WrState* awaiting = awaiting_response(psn);
     if (slot != nullptr && find_wr(slot->wr_seq) != nullptr) {
         fail(slot->wr_seq, status);
+    } else if (awaiting != nullptr) {
+        fail(awaiting->seq, status);
     } else if (!wrs_.empty()) {
         fail(wrs_.front().seq, status);
     } else {

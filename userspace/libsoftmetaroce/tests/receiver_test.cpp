@@ -1140,7 +1140,8 @@ TEST_F(ReceiverAtomicTest, ValidatedAtArrivalNotWhenCumPasses) {
     EXPECT_EQ(a[0].ack().nak_psn, 101u);
 }
 
-TEST_F(ReceiverAtomicTest, RegionGoneBeforeExecutionIsARemoteOperationalError) {
+// Refused as a READ part is, and as the soft-NIC does (protocol.md section 6).
+TEST_F(ReceiverAtomicTest, RegionGoneBeforeExecutionIsARemoteAccessError) {
     deliver(fetch_add(101, 1));
     sent();
     ASSERT_TRUE(memory.deregister_region(kAtomicKey));
@@ -1149,7 +1150,7 @@ TEST_F(ReceiverAtomicTest, RegionGoneBeforeExecutionIsARemoteOperationalError) {
     EXPECT_TRUE(of_opcode(out, Opcode::AtomicResponse).empty());
     const auto a = of_opcode(out, Opcode::Ack);
     ASSERT_FALSE(a.empty());
-    EXPECT_EQ(a.back().ack().syndrome, Syndrome::RemoteOperational);
+    EXPECT_EQ(a.back().ack().syndrome, Syndrome::RemoteAccess);
     EXPECT_EQ(a.back().ack().nak_psn, 101u);
     EXPECT_TRUE(rx->in_error());
 }

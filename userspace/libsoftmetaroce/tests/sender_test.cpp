@@ -690,6 +690,48 @@ TEST_F(SenderTest, NaksForPsnsNotOutstandingAreDropped) {
     EXPECT_EQ(done[0].status, WcStatus::Success);
 }
 
+// A responder that accepted a READ (its ACK passed the READ's PSNs) refuses a part when the
+// region is revoked before the part's turn, with a NAK behind its own cum_psn (protocol.md
+// sections 6 and 12.1): the READ fails with REM_ACCESS_ERR, not with a retry timeout.
+TEST_F(SenderTest, NakOfAnAcceptedReadBehindCumFailsTheRead) {
+    post_read(1, 3 * kMtu);
+    post_send(2, 10);
+    ASSERT_EQ(sent().size(), 2u);
+    now += kRtt;
+    ack(kStart + 4);  // the READ's 3 PSNs and the SEND
+    ASSERT_TRUE(tx->take_completions().empty());
+    now += kRtt;
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart + 4, kStart + 1), 2 * kRtt), now);
+    EXPECT_EQ(tx->counters().invalid_acks, 0u);
+    EXPECT_TRUE(tx->in_error());
+    const auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, WcStatus::RemAccessErr);
+    EXPECT_EQ(done[1].status, WcStatus::WrFlushErr);
+}
+
+// Behind cum_psn, a NAK still must name a response the requester waits for.
+TEST_F(SenderTest, NakBehindCumOfAReadResponseThatArrivedIsDropped) {
+    post_read(1, 3 * kMtu);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 1u);
+    post_send(2, 10);
+    sent();
+    now += kRtt;
+    respond(p[0], {2});  // responses 0 and 1 arrive, 2 does not
+    ack(kStart + 4);
+    now += kRtt;
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart + 4, kStart + 1), 2 * kRtt), now);
+    EXPECT_EQ(tx->counters().invalid_acks, 1u);
+    EXPECT_FALSE(tx->in_error());
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart + 4, kStart + 2), 2 * kRtt), now);
+    EXPECT_TRUE(tx->in_error());
+    const auto done = tx->take_completions();
+    ASSERT_FALSE(done.empty());
+    EXPECT_EQ(done[0].status, WcStatus::RemAccessErr);
+}
+
 TEST_F(SenderTest, AnAckWithNothingOutstandingChangesNothing) {
     post_send(1, 10);
     sent();

@@ -447,6 +447,27 @@ Packet post_read_and_capture(Conn& c, std::uint32_t len) {
     return req.packet;
 }
 
+// A responder that accepted a READ (its ACK passed the READ's PSNs) refuses a part when the
+// region is revoked before the part's turn, with a NAK behind its own cum_psn (protocol.md
+// sections 6 and 12.1). The DUT takes it while the response is due: REM_ACCESS_ERR, not a
+// retry timeout; a NAK behind cum_psn for a response that arrived is stale and dropped.
+void requester_nak_of_accepted_read(Env& env) {
+    Conn c(env);
+    CounterCheck counters(env);
+    const std::uint32_t len = 3 * c.mtu();
+    const Packet req = post_read_and_capture(c, len);
+    const Psn s = req.bth.psn;
+    c.send(c.ack(psn_add(s, 3)));
+    c.send(read_response(c, req, 0));
+    c.collect(50);
+    c.send(c.ack(psn_add(s, 3), {}, Syndrome::RemoteAccess, s));
+    expect_nothing_completed(c, "a NAK for a READ response that arrived");
+    counters.expect_delta("rx_ack_invalid", 1);
+    c.send(c.ack(psn_add(s, 3), {}, Syndrome::RemoteAccess, psn_add(s, 1)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_REM_ACCESS_ERR);
+    c.expect_state(IBV_QPS_ERR);
+}
+
 void expect_read_done(Conn& c, std::uint32_t len) {
     expect_wc(c.expect_send_completion(), 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
     expect(tools::first_mismatch({c.local().data() + kReadDst, len}, kRemoteSeed, 0x40000) < 0,
@@ -911,6 +932,11 @@ std::vector<Case> requester_cases() {
          "NAKs for a PSN acknowledged, never sent, or behind the NAK's cum_psn: dropped, counted "
          "(rx_ack_invalid); the real ACK completes",
          requester_nak_not_outstanding},
+        {"requester_nak_of_accepted_read",
+         "a REMOTE_ACCESS NAK behind cum_psn for a READ response still due (the region revoked "
+         "after the READ was accepted): REM_ACCESS_ERR, QP error; for a response that arrived: "
+         "dropped, counted (rx_ack_invalid)",
+         requester_nak_of_accepted_read},
         {"requester_read_out_of_order",
          "READ responses in any order are placed; the READ completes with the right data",
          requester_read_out_of_order},

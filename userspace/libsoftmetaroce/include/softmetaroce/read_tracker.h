@@ -55,6 +55,8 @@ class ReadTracker {
     std::uint32_t issued() const { return issued_; }  // indices requested so far
     bool all_issued() const { return issued_ == packets_; }
     bool done() const { return all_issued() && missing_ == 0; }
+    // Whether the response at `index` (asked for or not) has arrived.
+    bool received(std::uint32_t index) const { return index < packets_ && received_[index]; }
     // Responses requested and neither arrived nor declared lost: what the READ has in flight
     // against the congestion window (section 8).
     std::uint32_t in_flight() const { return in_flight_; }

@@ -155,6 +155,7 @@ class Sender {
         std::optional<ReadTracker> read;  // a READ's, or an atomic's (one response)
         std::vector<std::uint8_t> read_data;
         std::optional<std::uint64_t> atomic_value;  // from the ATOMIC_RESP
+        TimeUs first_sent_at = 0;                   // READ, atomic: its first request's
 
         std::uint32_t length() const;
         bool complete() const;
@@ -196,6 +197,9 @@ class Sender {
     // and the RTO's ceiling. Returns the echoed transmission's age (an RTT sample), or nullopt
     // (and counts) when the ACK must be dropped.
     std::optional<TimeUs> check_injection(const Ack& ack, TimeUs now);
+    // The READ or atomic that asked for a response at `psn` and still waits for it: its PSN
+    // is outstanding even once an ACK passed it (section 12.1).
+    const WrState* awaiting_response(Psn psn) const;
     std::uint32_t wire_ts(TimeUs now) const {
         return static_cast<std::uint32_t>(now) + config_.ts_offset;
     }
