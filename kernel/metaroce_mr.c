@@ -464,11 +464,22 @@ struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access)
 	return &mr->ibmr;
 }
 
-static int mr_pin_pages(struct metaroce_mr *mr)
+/* Pins the user's [@start, @start + @length) as @mr's memory at @iova. */
+static int mr_pin_user(struct metaroce_dev *mdev, struct metaroce_mr *mr,
+		       u64 start, u64 length, u64 iova, int access)
 {
 	struct sg_page_iter iter;
 	unsigned long i = 0;
 
+	mr->iova = iova;
+	mr->length = length;
+	mr->umem = ib_umem_get(&mdev->ib_dev, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		int err = PTR_ERR(mr->umem);
+
+		mr->umem = NULL;
+		return err;
+	}
 	mr->npages = ib_umem_num_pages(mr->umem);
 	/* One pointer per page: 2 MiB for each GiB the user pins. */
 	mr->pages = kvcalloc(max(mr->npages, 1UL), sizeof(*mr->pages),
@@ -498,16 +509,7 @@ struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	mr = metaroce_mr_alloc(mdev, access, GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
-	mr->iova = iova;
-	mr->length = length;
-
-	mr->umem = ib_umem_get(&mdev->ib_dev, start, length, access);
-	if (IS_ERR(mr->umem)) {
-		err = PTR_ERR(mr->umem);
-		mr->umem = NULL;
-		goto err_free;
-	}
-	err = mr_pin_pages(mr);
+	err = mr_pin_user(mdev, mr, start, length, iova, access);
 	if (err)
 		goto err_free;
 	err = metaroce_mr_publish(mr);
@@ -628,15 +630,7 @@ struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	if (flags & IB_MR_REREG_TRANS) {
-		mr->iova = iova;
-		mr->length = length;
-		mr->umem = ib_umem_get(&mdev->ib_dev, start, length, access);
-		if (IS_ERR(mr->umem)) {
-			err = PTR_ERR(mr->umem);
-			mr->umem = NULL;
-			goto err_free;
-		}
-		err = mr_pin_pages(mr);
+		err = mr_pin_user(mdev, mr, start, length, iova, access);
 		if (err)
 			goto err_free;
 	} else {

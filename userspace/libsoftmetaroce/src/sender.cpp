@@ -160,41 +160,32 @@ Packet Sender::atomic_request(const WrState& wr) const {
 }
 
 void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
+    Packet pkt;
     if (wr.wr.is_atomic()) {
         // A lost atomic response is asked for again with the same request, same PSN and
         // fields, and RETX: the responder answers it from its record and never executes the
         // atomic twice (sections 5 and 8).
-        Packet pkt = atomic_request(wr);
+        pkt = atomic_request(wr);
         pkt.bth.flags |= flag::kRetx;
-        const PathChoice choice = paths_.choose(now, wr.read->path_of(range.first),
-                                                /*allow_probe=*/false, rtt_.rto());
-        pkt.bth.path = choice.index;
-        pkt.bth.ts = wire_ts(now);
-        outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
-        ++counters_.packets_sent;
-        ++counters_.rereads;
-        resent_in_period_ = true;
-        wr.read->on_reread(range, now);
-        wr.read->set_request_path(choice.index);
-        return;
+    } else {
+        // The re-read repeats the READ's message number with the PSN and offset of the first
+        // response it asks for (section 3.2). Its PSNs are acknowledged already, so it has no
+        // slot: the READ's tracker counts its responses in the window, and the READ's timer
+        // recovers it if it is lost.
+        const std::uint32_t offset = range.first * config_.mtu;
+        const std::uint32_t len = std::min(range.size() * config_.mtu, wr.length() - offset);
+        pkt.bth.opcode = Opcode::ReadRequest;
+        pkt.bth.flags = flag::kRetx | flag::kAckReq;
+        pkt.bth.dqpn = config_.peer_qpn;
+        pkt.bth.sqpn = config_.qpn;
+        pkt.bth.psn = psn_add(wr.first_psn, range.first);
+        pkt.ext = ReadReq{.va = wr.wr.remote_addr + offset,
+                          .rkey = wr.wr.rkey,
+                          .len = len,
+                          .offset = offset,
+                          .msn = wr.msn};
     }
-    // The re-read repeats the READ's message number with the PSN and offset of the first
-    // response it asks for (section 3.2). Its PSNs are acknowledged already, so it has no
-    // slot: the READ's tracker counts its responses in the window, and the READ's timer
-    // recovers it if it is lost. It goes on another path than the request it replaces.
-    const std::uint32_t offset = range.first * config_.mtu;
-    const std::uint32_t len = std::min(range.size() * config_.mtu, wr.length() - offset);
-    Packet pkt;
-    pkt.bth.opcode = Opcode::ReadRequest;
-    pkt.bth.flags = flag::kRetx | flag::kAckReq;
-    pkt.bth.dqpn = config_.peer_qpn;
-    pkt.bth.sqpn = config_.qpn;
-    pkt.bth.psn = psn_add(wr.first_psn, range.first);
-    pkt.ext = ReadReq{.va = wr.wr.remote_addr + offset,
-                      .rkey = wr.wr.rkey,
-                      .len = len,
-                      .offset = offset,
-                      .msn = wr.msn};
+    // On another path than the request it replaces.
     const PathChoice choice = paths_.choose(now, wr.read->path_of(range.first),
                                             /*allow_probe=*/false, rtt_.rto());
     pkt.bth.path = choice.index;
