@@ -289,6 +289,7 @@ struct Case {
 std::vector<Case> responder_cases();
 std::vector<Case> validation_cases();
 std::vector<Case> requester_cases();
+std::vector<Case> atomic_cases();
 std::vector<Case> health_cases();
 
 }  // namespace metaroce::compliance
