@@ -26,6 +26,11 @@ class Dropper {
         ++dropped_;
     }
     void drop(const Packet& p) { drop(encode(p)); }
+    // Dropped too, but not counted in the counter expect_counted checks.
+    void drop_uncounted(const Packet& p) {
+        c_.expect_dropped(encode(p), next_);
+        next_ = psn_next(next_);
+    }
 
     void expect_counted(const std::string& counter) { counters_.expect_delta(counter, dropped_); }
     CounterCheck& counters() { return counters_; }
@@ -95,7 +100,9 @@ void unknown_opcode(Env& env) {
     Conn c(env);
     const auto before = snapshot(c);
     Dropper d(c);
-    for (const std::uint8_t op : {0x00, 0x06, 0x0f, 0x11, 0x82, 0xff}) {
+    // 0x06..0x08 are the atomics (section 3.4): the first unknown values after them and
+    // around ACK (0x10).
+    for (const std::uint8_t op : {0x00, 0x09, 0x0a, 0x0f, 0x11, 0x82, 0xff}) {
         std::vector<std::uint8_t> b = encode(d.write());
         b[1] = op;
         d.drop(b);
@@ -234,6 +241,83 @@ void flags_not_allowed(Env& env) {
     ack.bth.flags = flag::kAckReq;
     d.drop(ack);
     d.expect_counted("rx_malformed");
+}
+
+// Malformed atomics (sections 3, 3.4, 12), to a QP and a region that allow remote atomics,
+// so that each would be executed if it were well formed: an AREQ cut short, a payload after
+// it, flags an atomic request does not allow, a FETCH_ADD with a compare value; ATOMIC_RESPs
+// (the responder's packet, sent to the DUT's QP) without FIRST and LAST, with other than 8
+// bytes, with DETH fields other than their row, cut short. All malformed: the word unchanged,
+// no answer, no completion, the QP unharmed. A well-formed ATOMIC_RESP for no atomic of the
+// DUT's is not malformed but a duplicate response (`rx_duplicate`), dropped all the same.
+void atomic_malformed(Env& env) {
+    ConnOptions o;
+    o.access |= IBV_ACCESS_REMOTE_ATOMIC;
+    Conn c(env, o);
+    DutRegion at(env, 4096,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    constexpr std::uint64_t kValue = 0x0123456789abcdefull;
+    std::memcpy(at.data() + 0x100, &kValue, 8);
+    const std::uint64_t va = at.addr() + 0x100;
+    Dropper d(c);
+    const auto fetch_add = [&](std::uint8_t flags = flag::kAckReq) {
+        return c.atomic(Opcode::AtomicFetchAdd, d.next_psn(), va, at.rkey(), 1, 0, 0, flags);
+    };
+    for (const std::size_t n : {24u + 16u, 24u + 31u}) {
+        std::vector<std::uint8_t> b = encode(fetch_add());
+        b.resize(n);
+        d.drop(b);
+    }
+    Packet p = fetch_add();
+    p.payload = bytes_of(8, 40);
+    d.drop(p);
+    p = c.atomic(Opcode::AtomicCmpSwp, d.next_psn(), va, at.rkey(), 1, kValue);
+    p.payload = {1};
+    d.drop(p);
+    for (const std::uint8_t f :
+         {std::uint8_t{flag::kFirst | flag::kLast}, flag::kImm, flag::kSolicited}) {
+        d.drop(fetch_add(flag::kAckReq | f));
+    }
+    p = fetch_add();
+    p.areq().compare = 1;
+    d.drop(p);
+    const auto response = [&](std::uint8_t flags) {
+        Packet r = c.base(Opcode::AtomicResponse, d.next_psn(), flags);
+        r.ext = Deth{0, 0, 0, 8, 0};
+        r.payload = bytes_of(8, 41);
+        return r;
+    };
+    for (const std::uint8_t f : {std::uint8_t{0}, flag::kFirst, flag::kLast, flag::kRetx}) {
+        d.drop(response(f));
+    }
+    p = response(flag::kFirst | flag::kLast);
+    p.payload.resize(4);
+    p.deth().msg_len = 4;
+    d.drop(p);
+    p = response(flag::kFirst | flag::kLast);
+    p.payload.resize(16);
+    d.drop(p);
+    p = response(flag::kFirst | flag::kLast);
+    p.deth().key = at.rkey();
+    d.drop(p);
+    p = response(flag::kFirst | flag::kLast);
+    p.deth().addr = 8;
+    d.drop(p);
+    p = response(flag::kFirst | flag::kLast);
+    p.deth().imm = 1;
+    d.drop(p);
+    std::vector<std::uint8_t> b = encode(response(flag::kFirst | flag::kLast));
+    b.resize(24 + 23);
+    d.drop(b);
+    d.expect_counted("rx_malformed");
+    CounterCheck duplicates(env);
+    d.drop_uncounted(response(flag::kFirst | flag::kLast));
+    duplicates.expect_delta("rx_duplicate", 1);
+    std::uint64_t now;
+    std::memcpy(&now, at.data() + 0x100, 8);
+    expect(now == kValue, "a malformed atomic changed the DUT's memory");
+    expect(!c.poll_send(0).has_value(), "a dropped ATOMIC_RESP completed a work request");
+    c.expect_state(IBV_QPS_RTS);
 }
 
 void ud_send_on_rc(Env& env) {
@@ -556,6 +640,12 @@ std::vector<Case> validation_cases() {
          "flags an opcode does not allow (READ_REQ with FIRST/LAST/IMM/SOLICITED, READ_RESP "
          "with ACK_REQ, ACK with a flag): malformed",
          flags_not_allowed},
+        {"atomic_malformed",
+         "atomic requests cut short, with a payload, with FIRST/LAST/IMM/SOLICITED, FETCH_ADD "
+         "with a compare value; ATOMIC_RESPs without FIRST and LAST, with 4 or 16 bytes, a DETH "
+         "field off its row, cut short: malformed, memory unchanged, QP unharmed; an "
+         "ATOMIC_RESP for no atomic: dropped (rx_duplicate)",
+         atomic_malformed},
         {"ud_send_on_rc", "a UD_SEND to an RC QP: dropped and counted", ud_send_on_rc},
         {"zero_fields",
          "fields given as 0 not 0 (SEND key, SEND immediate without IMM): malformed, no "

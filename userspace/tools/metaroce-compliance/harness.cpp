@@ -73,6 +73,11 @@ std::string describe(const Packet& p) {
     } else if (const auto* r = std::get_if<ReadReq>(&p.ext)) {
         s += format(" va=0x%llx rkey=0x%x len=%u offset=%u msn=%u",
                     static_cast<unsigned long long>(r->va), r->rkey, r->len, r->offset, r->msn);
+    } else if (const auto* a = std::get_if<AtomicReq>(&p.ext)) {
+        s += format(" va=0x%llx rkey=0x%x msn=%u swap_add=0x%llx compare=0x%llx",
+                    static_cast<unsigned long long>(a->va), a->rkey, a->msn,
+                    static_cast<unsigned long long>(a->swap_add),
+                    static_cast<unsigned long long>(a->compare));
     }
     return s;
 }
@@ -281,6 +286,14 @@ Packet Conn::read_request(Psn psn, std::uint64_t va, std::uint32_t rkey, std::ui
     return p;
 }
 
+Packet Conn::atomic(Opcode op, Psn psn, std::uint64_t va, std::uint32_t rkey,
+                    std::uint64_t swap_add, std::uint64_t compare, std::uint32_t msn,
+                    std::uint8_t flags) const {
+    Packet p = base(op, psn, flags);
+    p.ext = AtomicReq{va, rkey, msn, swap_add, compare};
+    return p;
+}
+
 Packet Conn::ack(Psn cum, const std::set<Psn>& sacked, Syndrome syndrome, Psn nak_psn,
                  std::uint8_t nak_arg) const {
     Packet p = base(Opcode::Ack, cum, 0);
@@ -340,7 +353,8 @@ std::optional<Seen> Conn::receive(int timeout_ms) {
                       decoded->bth.sqpn, dut_qpn()));
         Seen s{*decoded, r->from_port, std::chrono::steady_clock::now()};
         const Opcode op = s.packet.bth.opcode;
-        if (op == Opcode::Send || op == Opcode::Write || op == Opcode::ReadRequest) {
+        if (op == Opcode::Send || op == Opcode::Write || op == Opcode::ReadRequest ||
+            is_atomic_request(op)) {
             echo_ts_ = s.packet.bth.ts;
             echo_path_ = s.packet.bth.path;
         }
@@ -497,7 +511,10 @@ std::map<Psn, Seen> Conn::collect_requests(std::size_t count, int timeout_ms) {
         expect(s.has_value(),
                format("the DUT sent %zu of the %zu packets expected", out.size(), count));
         const Opcode op = s->packet.bth.opcode;
-        if (op != Opcode::Send && op != Opcode::Write && op != Opcode::ReadRequest) continue;
+        if (op != Opcode::Send && op != Opcode::Write && op != Opcode::ReadRequest &&
+            !is_atomic_request(op)) {
+            continue;
+        }
         out.emplace(s->packet.bth.psn, std::move(*s));
     }
     return out;

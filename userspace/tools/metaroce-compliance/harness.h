@@ -127,7 +127,7 @@ struct ConnOptions {
     std::uint8_t max_dest_rd_atomic = 16;
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     bool to_rts = true;
-    bool connect = true;  // false: leave the QP in RESET
+    bool connect = true;     // false: leave the QP in RESET
     ibv_srq* srq = nullptr;  // the DUT QP receives from it
 };
 
@@ -178,9 +178,13 @@ class Conn {
     Packet read_request(Psn psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t len,
                         std::uint32_t offset = 0, std::uint32_t msn = 0,
                         std::uint8_t flags = flag::kAckReq) const;
+    // An atomic request (ATOMIC_CMP_SWP or ATOMIC_FETCH_ADD, section 3.4) on the word at `va`.
+    Packet atomic(Opcode op, Psn psn, std::uint64_t va, std::uint32_t rkey, std::uint64_t swap_add,
+                  std::uint64_t compare = 0, std::uint32_t msn = 0,
+                  std::uint8_t flags = flag::kAckReq) const;
     // An ACK (or NAK) as a responder sends it: it echoes the timestamp and path of the newest
-    // request packet (SEND, WRITE, READ_REQ) the harness received from the DUT (section 3.3),
-    // as the DUT's requester checks (section 12.1).
+    // request packet (SEND, WRITE, READ_REQ, atomic) the harness received from the DUT
+    // (section 3.3), as the DUT's requester checks (section 12.1).
     Packet ack(Psn cum, const std::set<Psn>& sacked = {}, Syndrome syndrome = Syndrome::Ack,
                Psn nak_psn = 0, std::uint8_t nak_arg = 0) const;
     // The timestamp an ACK from the harness echoes now.
@@ -229,8 +233,8 @@ class Conn {
     std::optional<ibv_wc> poll_send(int timeout_ms);
     std::optional<ibv_wc> poll_recv(int timeout_ms);
 
-    // The DUT requester's side: collects the DUT's data packets (SEND, WRITE, READ_REQ) by
-    // PSN until `count` distinct PSNs were seen (fails on timeout).
+    // The DUT requester's side: collects the DUT's request packets (SEND, WRITE, READ_REQ,
+    // atomic) by PSN until `count` distinct PSNs were seen (fails on timeout).
     std::map<Psn, Seen> collect_requests(std::size_t count, int timeout_ms = 3000);
 
   private:
@@ -285,6 +289,7 @@ struct Case {
 std::vector<Case> responder_cases();
 std::vector<Case> validation_cases();
 std::vector<Case> requester_cases();
+std::vector<Case> atomic_cases();
 std::vector<Case> health_cases();
 
 }  // namespace metaroce::compliance

@@ -30,7 +30,8 @@ using tools::usage;
 
 std::vector<Case> all_cases() {
     std::vector<Case> out;
-    for (auto group : {responder_cases(), validation_cases(), requester_cases(), health_cases()}) {
+    for (auto group : {responder_cases(), atomic_cases(), validation_cases(), requester_cases(),
+                       health_cases()}) {
         for (Case& c : group) out.push_back(std::move(c));
     }
     return out;
