@@ -195,6 +195,7 @@ struct metaroce_mw_bind {
 	enum ib_mw_type type;
 	u32 rkey;			/* the key in force (or last) */
 	bool bound;
+	bool dead;			/* deallocated: never bound again */
 	struct metaroce_mr *mr;		/* bound: holds a reference */
 	u64 addr;
 	u64 length;

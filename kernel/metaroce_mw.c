@@ -116,6 +116,8 @@ int metaroce_dealloc_mw(struct ib_mw *ibmw)
 
 	xa_erase(&mdev->mws, mw_index(b->rkey));
 	spin_lock_irqsave(&b->lock, flags);
+	/* A bind that found it before the erase must not bind it again. */
+	b->dead = true;
 	mr = mw_unbind_locked(b);
 	spin_unlock_irqrestore(&b->lock, flags);
 	mw_drop_mr(mr);
@@ -178,7 +180,7 @@ int metaroce_mw_bind(struct metaroce_qp *qp,
 		goto out_unlock_rcu;
 	spin_lock_irqsave(&b->lock, flags);
 	/* C10-72: the window, the QP (and the MR, above) share a PD. */
-	if (!mw_key_same(b->rkey, rkey) || b->pd != pd)
+	if (b->dead || !mw_key_same(b->rkey, rkey) || b->pd != pd)
 		goto out_unlock;
 	if (b->type == IB_MW_TYPE_2 && (b->bound || !length))
 		goto out_unlock;
