@@ -34,6 +34,7 @@
 /* rxm, libfabric's RDM layer, asks for 2^18 CQEs by default. */
 #define METAROCE_MAX_CQE	(BIT(20) - 1)
 #define METAROCE_MAX_MR		BIT(20)
+#define METAROCE_MAX_MW		BIT(16)
 /* Pages of a fast-registration MR: 2 MiB in 4 KiB pages. */
 #define METAROCE_MAX_FR_PAGES	512
 #define METAROCE_MAX_PD		BIT(16)
@@ -64,6 +65,7 @@ enum metaroce_obj {
 	METAROCE_OBJ_PD,
 	METAROCE_OBJ_AH,
 	METAROCE_OBJ_SRQ,
+	METAROCE_OBJ_MW,
 	METAROCE_NUM_OBJ
 };
 
@@ -94,6 +96,8 @@ struct metaroce_dev {
 	struct xarray qps;
 	u32 next_qpn;
 	struct xarray mrs;
+	struct xarray mws;		/* memory windows, by rkey index */
+	atomic64_t qp_serial;		/* last QP's ->serial */
 	struct xarray ahs;
 	u32 next_ah;
 
@@ -175,7 +179,42 @@ struct metaroce_mr {
 	unsigned long npages;
 	unsigned int page_offset;	/* of iova within pages[0] */
 	struct metaroce_frmr *fr;	/* fast registration; else NULL */
+	atomic_t num_mw;		/* windows bound to it */
 };
+
+/*
+ * A memory window's binding. Lookups (mdev->mws, by the index in its
+ * rkey) and accesses through it run under RCU and hold ->lock while they
+ * look at it, so it is freed after a grace period (the ib_mw it belongs
+ * to is not: ib_core frees that).
+ */
+struct metaroce_mw_bind {
+	spinlock_t lock;		/* the fields below, against accesses */
+	struct rcu_head rcu;
+	struct ib_pd *pd;
+	enum ib_mw_type type;
+	u32 rkey;			/* the key in force (or last) */
+	bool bound;
+	bool dead;			/* deallocated: never bound again */
+	struct metaroce_mr *mr;		/* bound: holds a reference */
+	u64 addr;
+	u64 length;
+	int access;			/* IB_ACCESS_REMOTE_* */
+	u64 qp_serial;			/* type 2: the QP it is bound to */
+};
+
+struct metaroce_mw {
+	struct ib_mw ibmw;
+	struct metaroce_mw_bind *b;
+};
+
+/* MW rkeys have this bit set, MR keys never (the tables differ). */
+#define METAROCE_KEY_MW		BIT(31)
+
+static inline bool metaroce_key_is_mw(u32 key)
+{
+	return key & METAROCE_KEY_MW;
+}
 
 struct metaroce_cq {
 	struct ib_cq ibcq;
@@ -245,6 +284,8 @@ struct metaroce_qp {
 	 */
 	refcount_t ref;
 	struct completion released;
+	/* Never reused, unlike QPNs: what a type 2 MW is bound to. */
+	u64 serial;
 
 	struct mutex modify_lock;	/* serialises modify and query */
 	spinlock_t state_lock;		/* state changes, from any context */
@@ -277,6 +318,11 @@ static inline struct metaroce_dev *to_mdev(struct ib_device *ibdev)
 static inline struct metaroce_pd *to_mpd(struct ib_pd *ibpd)
 {
 	return container_of(ibpd, struct metaroce_pd, ibpd);
+}
+
+static inline struct metaroce_mw *to_mmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct metaroce_mw, ibmw);
 }
 
 static inline struct metaroce_mr *to_mmr(struct ib_mr *ibmr)

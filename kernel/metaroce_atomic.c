@@ -49,16 +49,9 @@ u8 soft_atomic_check(struct metaroce_soft_qp *sqp,
 	if ((qp->attr.qp_access_flags & IB_ACCESS_REMOTE_ATOMIC) !=
 	    IB_ACCESS_REMOTE_ATOMIC)
 		return METAROCE_NAK_REMOTE_ACCESS;
-	*mr = metaroce_mr_get(qp->mdev, pkt->areq.rkey);
-	if (!*mr)
-		return METAROCE_NAK_REMOTE_ACCESS;
-	if (!metaroce_mr_allows(*mr, qp->ibqp.pd, pkt->areq.va,
-				METAROCE_ATOMIC_LEN, IB_ACCESS_REMOTE_ATOMIC)) {
-		metaroce_mr_put(*mr);
-		*mr = NULL;
-		return METAROCE_NAK_REMOTE_ACCESS;
-	}
-	return 0;
+	*mr = metaroce_rkey_get(qp, pkt->areq.rkey, pkt->areq.va,
+				METAROCE_ATOMIC_LEN, IB_ACCESS_REMOTE_ATOMIC);
+	return *mr ? 0 : METAROCE_NAK_REMOTE_ACCESS;
 }
 
 static bool rec_matches(const struct soft_atomic_rec *rec,

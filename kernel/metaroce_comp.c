@@ -31,6 +31,8 @@ static u8 wc_opcode(u32 wr_opcode)
 		return IB_WC_REG_MR;
 	case IB_WR_LOCAL_INV:
 		return IB_WC_LOCAL_INV;
+	case IB_WR_BIND_MW:
+		return IB_WC_BIND_MW;
 	default:
 		return IB_WC_SEND;
 	}

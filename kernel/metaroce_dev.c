@@ -25,7 +25,9 @@ static void init_device_attr(struct metaroce_dev *mdev)
 	attr->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 				 IB_DEVICE_PORT_ACTIVE_EVENT |
 				 IB_DEVICE_RC_RNR_NAK_GEN |
-				 IB_DEVICE_MEM_MGT_EXTENSIONS;
+				 IB_DEVICE_MEM_MGT_EXTENSIONS |
+				 IB_DEVICE_MEM_WINDOW |
+				 IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	/* Lets "rdma link delete" unregister the device. */
 	attr->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	attr->max_send_sge = METAROCE_MAX_SGE;
@@ -159,6 +161,7 @@ void metaroce_dealloc_driver(struct ib_device *ibdev)
 	flush_workqueue(metaroce_wq);
 	free_percpu(mdev->counters);
 	xa_destroy(&mdev->ahs);
+	xa_destroy(&mdev->mws);
 	xa_destroy(&mdev->mrs);
 	xa_destroy(&mdev->qps);
 	/*
@@ -227,6 +230,7 @@ int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev)
 	netdev_hold(ndev, &mdev->ndev_tracker, GFP_KERNEL);
 	xa_init_flags(&mdev->qps, XA_FLAGS_ALLOC);
 	xa_init_flags(&mdev->mrs, XA_FLAGS_ALLOC1);
+	xa_init_flags(&mdev->mws, XA_FLAGS_ALLOC1);
 	xa_init_flags(&mdev->ahs, XA_FLAGS_ALLOC1);
 	mdev->num_paths = metaroce_default_paths;
 	init_device_attr(mdev);

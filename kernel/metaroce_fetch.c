@@ -118,10 +118,17 @@ int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index)
 	swqe->wqe = *src;
 	swqe->status = IB_WC_SUCCESS;
 
-	/* Only in-kernel users register memory through the SQ. */
+	/*
+	 * Only in-kernel users register memory through the SQ, only user
+	 * space has memory windows to bind (ib_core gives the kernel none);
+	 * both invalidate, on RC QPs.
+	 */
 	if (swqe->wqe.opcode == IB_WR_REG_MR ||
+	    swqe->wqe.opcode == IB_WR_BIND_MW ||
 	    swqe->wqe.opcode == IB_WR_LOCAL_INV) {
-		if (qp->is_user)
+		if (qp->ibqp.qp_type != IB_QPT_RC ||
+		    (swqe->wqe.opcode == IB_WR_REG_MR && qp->is_user) ||
+		    (swqe->wqe.opcode == IB_WR_BIND_MW && !qp->is_user))
 			goto bad_op;
 		swqe->local = true;
 		return 0;
@@ -176,8 +183,8 @@ bad_op:
 }
 
 /*
- * Carries out a local operation (REG_MR, LOCAL_INV) of a kernel QP's SQ;
- * a failure leaves its status, which fails the QP when it completes.
+ * Carries out a local operation (REG_MR, LOCAL_INV, BIND_MW) of an SQ; a
+ * failure leaves its status, which fails the QP when it completes.
  */
 void soft_local_op(struct metaroce_soft_qp *sqp, struct soft_swqe *swqe)
 {
@@ -187,10 +194,23 @@ void soft_local_op(struct metaroce_soft_qp *sqp, struct soft_swqe *swqe)
 	u32 key, access = 0;
 	int err = -EINVAL;
 
+	if (wqe->opcode == IB_WR_BIND_MW) {
+		if (metaroce_mw_bind(qp, wqe))
+			swqe->status = IB_WC_MW_BIND_ERR;
+		swqe->done = true;
+		return;
+	}
 	if (wqe->opcode == IB_WR_REG_MR)
 		metaroce_wqe_kernel_reg(wqe, &key, &access);
 	else
 		key = wqe->invalidate_rkey;
+	if (metaroce_key_is_mw(key)) {
+		if (wqe->opcode != IB_WR_LOCAL_INV ||
+		    metaroce_mw_invalidate(qp, key, false))
+			swqe->status = IB_WC_LOC_PROT_ERR;
+		swqe->done = true;
+		return;
+	}
 	mr = metaroce_frmr_get(qp->mdev, key);
 	if (mr) {
 		if (wqe->opcode == IB_WR_REG_MR)

@@ -25,6 +25,10 @@ static unsigned int max_mr = METAROCE_MAX_MR;
 module_param(max_mr, uint, 0644);
 MODULE_PARM_DESC(max_mr, "MRs per device (for devices added later)");
 
+static unsigned int max_mw = METAROCE_MAX_MW;
+module_param(max_mw, uint, 0644);
+MODULE_PARM_DESC(max_mw, "memory windows per device (for devices added later)");
+
 static unsigned int max_pd = METAROCE_MAX_PD;
 module_param(max_pd, uint, 0644);
 MODULE_PARM_DESC(max_pd, "PDs per device (for devices added later)");
@@ -51,6 +55,7 @@ void metaroce_limits_init(struct metaroce_dev *mdev)
 	attr->max_qp = limit_of(&max_qp, METAROCE_MAX_QP);
 	attr->max_cq = limit_of(&max_cq, METAROCE_MAX_CQ);
 	attr->max_mr = limit_of(&max_mr, METAROCE_MAX_MR);
+	attr->max_mw = limit_of(&max_mw, METAROCE_MAX_MW);
 	attr->max_pd = limit_of(&max_pd, METAROCE_MAX_PD);
 	attr->max_ah = limit_of(&max_ah, METAROCE_MAX_AH);
 	attr->max_srq = limit_of(&max_srq, METAROCE_MAX_SRQ);
@@ -59,6 +64,7 @@ void metaroce_limits_init(struct metaroce_dev *mdev)
 	mdev->obj_limit[METAROCE_OBJ_QP] = attr->max_qp;
 	mdev->obj_limit[METAROCE_OBJ_CQ] = attr->max_cq;
 	mdev->obj_limit[METAROCE_OBJ_MR] = attr->max_mr;
+	mdev->obj_limit[METAROCE_OBJ_MW] = attr->max_mw;
 	mdev->obj_limit[METAROCE_OBJ_PD] = attr->max_pd;
 	mdev->obj_limit[METAROCE_OBJ_AH] = attr->max_ah;
 	mdev->obj_limit[METAROCE_OBJ_SRQ] = attr->max_srq;

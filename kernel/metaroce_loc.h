@@ -51,6 +51,21 @@ int metaroce_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
 int metaroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void metaroce_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 
+/* metaroce_mw.c: memory windows */
+int metaroce_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int metaroce_dealloc_mw(struct ib_mw *ibmw);
+int metaroce_mw_bind(struct metaroce_qp *qp,
+		     const struct metaroce_send_wqe *wqe);
+bool metaroce_mw_may_invalidate(struct metaroce_qp *qp, u32 rkey,
+				bool remote);
+int metaroce_mw_invalidate(struct metaroce_qp *qp, u32 rkey, bool remote);
+struct metaroce_mr *metaroce_mw_resolve(struct metaroce_qp *qp, u32 rkey,
+					u64 addr, u64 len, int access);
+struct metaroce_mw_bind *metaroce_mw_access_lock(const struct metaroce_mr *mr,
+						 u32 key, u64 addr, u64 len,
+						 int access,
+						 unsigned long *flags);
+
 /* metaroce_mr.c */
 struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *metaroce_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
@@ -61,6 +76,8 @@ struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				     u64 length, u64 iova, int access,
 				     struct ib_pd *pd, struct ib_udata *udata);
 struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key);
+struct metaroce_mr *metaroce_rkey_get(struct metaroce_qp *qp, u32 rkey,
+				      u64 addr, u64 len, int access);
 void metaroce_mr_put(struct metaroce_mr *mr);
 bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
 			u64 addr, u64 len, int access);

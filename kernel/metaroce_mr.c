@@ -25,7 +25,8 @@
  * up; the index is itself taken at a random free place. The low 8 bits are
  * the consumer's on a fast-registration MR (ib_update_fast_reg_key()).
  * Index 0 is never used, so no key is 0 (the local DMA lkey); the indexes
- * leave room for every MR the device advertises.
+ * leave room for every MR the device advertises. Bit 31 is clear: keys
+ * with it set are memory windows' (metaroce_mw.c), never lkeys.
  */
 #define MR_KEY_SHIFT	8
 #define MR_INDEX_MASK	(2 * METAROCE_MAX_MR - 1)
@@ -110,28 +111,65 @@ static bool mr_covers(const struct metaroce_mr *mr, u64 addr, u64 len)
 }
 
 /*
+ * The MR a request to @qp may reach with R_Key @rkey (an MR's or a memory
+ * window's) for @access (IB_ACCESS_REMOTE_*) to [@addr, @addr + @len),
+ * referenced; NULL if the key grants no such access. Each access through
+ * it checks again (mr_access_begin()).
+ */
+struct metaroce_mr *metaroce_rkey_get(struct metaroce_qp *qp, u32 rkey,
+				      u64 addr, u64 len, int access)
+{
+	struct metaroce_mr *mr;
+
+	if (metaroce_key_is_mw(rkey))
+		return metaroce_mw_resolve(qp, rkey, addr, len, access);
+	mr = metaroce_mr_get(qp->mdev, rkey);
+	if (mr && !metaroce_mr_allows(mr, qp->ibqp.pd, addr, len, access)) {
+		metaroce_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+/* What an access holds between mr_access_begin() and mr_access_end(). */
+struct mr_access {
+	unsigned long flags;
+	struct metaroce_mw_bind *mw;	/* through a window's key */
+};
+
+/*
  * Starts an access to [@addr, @addr + @len) of @mr by a holder that found
  * it with @key: false if it was revoked, or, on a fast-registration MR, if
- * the registration @key named has ended or no longer covers the range.
- * Either way the caller ends with mr_access_end(), without sleeping in
- * between. Callers return before this for zero bytes: a zero-length SGE
- * holds no MR.
+ * the registration @key named has ended or no longer covers the range, or,
+ * @key being a memory window's, if the window no longer binds it to @mr
+ * with @access (IB_ACCESS_REMOTE_*) on the range. Either way the caller
+ * ends with mr_access_end(), without sleeping in between. Callers return
+ * before this for zero bytes: a zero-length SGE holds no MR.
  */
 static bool mr_access_begin(const struct metaroce_mr *mr, u32 key, u64 addr,
-			    u32 len, unsigned long *flags)
+			    u32 len, int access, struct mr_access *a)
 {
 	rcu_read_lock();
+	a->mw = NULL;
+	if (metaroce_key_is_mw(key)) {
+		a->mw = metaroce_mw_access_lock(mr, key, addr, len, access,
+						&a->flags);
+		return a->mw && !metaroce_mr_revoked(mr);
+	}
 	if (!mr->fr)
 		return !metaroce_mr_revoked(mr);
-	spin_lock_irqsave(&mr->fr->lock, *flags);
+	spin_lock_irqsave(&mr->fr->lock, a->flags);
 	return !metaroce_mr_revoked(mr) && mr->fr->valid && mr->key == key &&
 	       mr_covers(mr, addr, len);
 }
 
-static void mr_access_end(const struct metaroce_mr *mr, unsigned long flags)
+static void mr_access_end(const struct metaroce_mr *mr, u32 key,
+			  struct mr_access *a)
 {
-	if (mr->fr)
-		spin_unlock_irqrestore(&mr->fr->lock, flags);
+	if (a->mw)
+		spin_unlock_irqrestore(&a->mw->lock, a->flags);
+	else if (mr->fr && !metaroce_key_is_mw(key))
+		spin_unlock_irqrestore(&mr->fr->lock, a->flags);
 	rcu_read_unlock();
 }
 
@@ -226,7 +264,7 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
-	unsigned long flags = 0;
+	struct mr_access a = {};
 	unsigned int offset;
 	struct page *page;
 	int err = 0;
@@ -234,8 +272,9 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr, key, addr, len, &flags)) {
-		mr_access_end(mr, flags);
+	if (!mr_access_begin(mr, key, addr, len,
+			     IB_ACCESS_REMOTE_WRITE, &a)) {
+		mr_access_end(mr, key, &a);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
@@ -247,7 +286,7 @@ int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,
 			break;
 		skb_offset += chunk;
 	}
-	mr_access_end(mr, flags);
+	mr_access_end(mr, key, &a);
 	return err;
 }
 
@@ -255,22 +294,23 @@ int metaroce_mr_copy_from_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			      const void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
-	unsigned long flags = 0;
+	struct mr_access a = {};
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr, key, addr, len, &flags)) {
-		mr_access_end(mr, flags);
+	if (!mr_access_begin(mr, key, addr, len,
+			     IB_ACCESS_REMOTE_WRITE, &a)) {
+		mr_access_end(mr, key, &a);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_to_page(page, offset, buf, chunk);
 		buf += chunk;
 	}
-	mr_access_end(mr, flags);
+	mr_access_end(mr, key, &a);
 	return 0;
 }
 
@@ -278,22 +318,23 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 			    void *buf, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
-	unsigned long flags = 0;
+	struct mr_access a = {};
 	unsigned int offset;
 	struct page *page;
 	u32 chunk;
 
 	if (!len)
 		return 0;
-	if (!mr_access_begin(mr, key, addr, len, &flags)) {
-		mr_access_end(mr, flags);
+	if (!mr_access_begin(mr, key, addr, len,
+			     IB_ACCESS_REMOTE_READ, &a)) {
+		mr_access_end(mr, key, &a);
 		return -EACCES;
 	}
 	while (mr_next_piece(&c, &page, &offset, &chunk)) {
 		memcpy_from_page(buf, page, offset, chunk);
 		buf += chunk;
 	}
-	mr_access_end(mr, flags);
+	mr_access_end(mr, key, &a);
 	return 0;
 }
 
@@ -309,7 +350,7 @@ int metaroce_mr_copy_to_buf(const struct metaroce_mr *mr, u32 key, u64 addr,
 int metaroce_mr_atomic(const struct metaroce_mr *mr, u32 key, u64 addr, u8 op,
 		       u64 swap_add, u64 compare, u64 *orig)
 {
-	unsigned long flags = 0;
+	struct mr_access a = {};
 	unsigned int offset;
 	struct page *page;
 	u64 *word, old;
@@ -317,8 +358,9 @@ int metaroce_mr_atomic(const struct metaroce_mr *mr, u32 key, u64 addr, u8 op,
 	u32 room;
 	int err = 0;
 
-	if (!mr_access_begin(mr, key, addr, METAROCE_ATOMIC_LEN, &flags)) {
-		mr_access_end(mr, flags);
+	if (!mr_access_begin(mr, key, addr, METAROCE_ATOMIC_LEN,
+			     IB_ACCESS_REMOTE_ATOMIC, &a)) {
+		mr_access_end(mr, key, &a);
 		return -EACCES;
 	}
 	page = mr_page(mr, addr, &offset, &room);
@@ -341,7 +383,7 @@ int metaroce_mr_atomic(const struct metaroce_mr *mr, u32 key, u64 addr, u8 op,
 	kunmap_local(vaddr);
 	*orig = old;
 out:
-	mr_access_end(mr, flags);
+	mr_access_end(mr, key, &a);
 	return err;
 }
 
@@ -363,7 +405,7 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 			      struct sk_buff *skb, u32 len)
 {
 	struct mr_cursor c = { mr, addr, len };
-	unsigned long flags = 0;
+	struct mr_access a = {};
 	unsigned int offset;
 	struct page *page;
 	int err = 0;
@@ -373,8 +415,8 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 		return 0;
 	if (mr->fr)
 		return -EOPNOTSUPP;
-	if (!mr_access_begin(mr, 0, addr, len, &flags)) {
-		mr_access_end(mr, flags);
+	if (!mr_access_begin(mr, 0, addr, len, 0, &a)) {
+		mr_access_end(mr, 0, &a);
 		return -EACCES;
 	}
 	err = metaroce_zc_track(skb, mr);
@@ -391,7 +433,7 @@ int metaroce_mr_attach_to_skb(struct metaroce_mr *mr, u64 addr,
 		skb->data_len += chunk;
 		skb->truesize += chunk;
 	}
-	mr_access_end(mr, flags);
+	mr_access_end(mr, 0, &a);
 	return err;
 }
 
@@ -437,7 +479,9 @@ int metaroce_mr_publish(struct metaroce_mr *mr)
 			      &next, GFP_KERNEL);
 	if (err < 0)
 		return err;
-	mr->key = (get_random_u32() & ~(MR_INDEX_MASK << MR_KEY_SHIFT)) |
+	BUILD_BUG_ON(METAROCE_KEY_MW <= ((u32)MR_INDEX_MASK << MR_KEY_SHIFT));
+	mr->key = (get_random_u32() &
+		   ~(MR_INDEX_MASK << MR_KEY_SHIFT | METAROCE_KEY_MW)) |
 		  index << MR_KEY_SHIFT;
 	mr->ibmr.lkey = mr->key;
 	mr->ibmr.rkey = mr->key;
@@ -554,6 +598,9 @@ int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct metaroce_mr *mr = to_mmr(ibmr);
 
+	/* IBA: not while memory windows are bound to it (metaroce_mw.c). */
+	if (atomic_read(&mr->num_mw))
+		return -EBUSY;
 	/*
 	 * New lookups fail; work requests in flight keep their reference (the
 	 * last of them frees the MR, after a grace period), but revoked, they
@@ -607,6 +654,9 @@ struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (flags & ~IB_MR_REREG_SUPPORTED)
 		return ERR_PTR(-EOPNOTSUPP);
+	/* Windows bound to it would keep the old registration's memory. */
+	if (atomic_read(&old->num_mw))
+		return ERR_PTR(-EBUSY);
 	if (!(flags & IB_MR_REREG_ACCESS))
 		access = old->access;
 	if (!(flags & IB_MR_REREG_PD))

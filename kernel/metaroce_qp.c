@@ -168,6 +168,7 @@ int metaroce_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return err;
 
 	qp->mdev = mdev;
+	qp->serial = atomic64_inc_return(&mdev->qp_serial);
 	qp->is_user = !!udata;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->scq = to_mcq(init->send_cq);

@@ -148,8 +148,13 @@ static void retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
  */
 static void invalidate_for(struct metaroce_qp *qp, u32 key)
 {
-	struct metaroce_mr *mr = metaroce_mr_get(qp->mdev, key);
+	struct metaroce_mr *mr;
 
+	if (metaroce_key_is_mw(key)) {
+		metaroce_mw_invalidate(qp, key, true);
+		return;
+	}
+	mr = metaroce_mr_get(qp->mdev, key);
 	if (!mr)
 		return;
 	if (mr->fr)
@@ -160,9 +165,13 @@ static void invalidate_for(struct metaroce_qp *qp, u32 key)
 /* Whether @key names a registration a SEND to @qp may invalidate. */
 static bool invalidation_allowed(struct metaroce_qp *qp, u32 key)
 {
-	struct metaroce_mr *mr = metaroce_mr_get(qp->mdev, key);
+	struct metaroce_mr *mr;
 	bool ok;
 
+	/* A type 2 window's key, if it is bound to this QP. */
+	if (metaroce_key_is_mw(key))
+		return metaroce_mw_may_invalidate(qp, key, true);
+	mr = metaroce_mr_get(qp->mdev, key);
 	if (!mr)
 		return false;
 	ok = metaroce_frmr_valid_with(mr, qp->ibqp.pd, key);
@@ -256,10 +265,9 @@ static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
 	 */
 	if (!pkt->payload_len && qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
 		return RX_PLACED;
-	mr = metaroce_mr_get(qp->mdev, pkt->deth.key);
+	mr = metaroce_rkey_get(qp, pkt->deth.key, pkt->deth.addr,
+			       pkt->payload_len, IB_ACCESS_REMOTE_WRITE);
 	ok = mr && qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
-	     metaroce_mr_allows(mr, qp->ibqp.pd, pkt->deth.addr,
-				pkt->payload_len, IB_ACCESS_REMOTE_WRITE) &&
 	     !metaroce_mr_copy_from_skb(mr, pkt->deth.key, pkt->deth.addr,
 					pkt->skb, pkt->payload_offset,
 					pkt->payload_len);
@@ -501,10 +509,9 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	if (!read_slot_free(resp, qp, pkt->psn))
 		return RX_DROPPED;
 
-	mr = metaroce_mr_get(qp->mdev, pkt->rreq.rkey);
-	if (!mr || !qp_allows(qp, IB_ACCESS_REMOTE_READ) ||
-	    !metaroce_mr_allows(mr, qp->ibqp.pd, pkt->rreq.va, pkt->rreq.len,
-				IB_ACCESS_REMOTE_READ)) {
+	mr = metaroce_rkey_get(qp, pkt->rreq.rkey, pkt->rreq.va, pkt->rreq.len,
+			       IB_ACCESS_REMOTE_READ);
+	if (!mr || !qp_allows(qp, IB_ACCESS_REMOTE_READ)) {
 		if (mr)
 			metaroce_mr_put(mr);
 		if (duplicate)

@@ -131,6 +131,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 
 	.alloc_hw_port_stats = metaroce_alloc_hw_port_stats,
 	.alloc_mr = metaroce_alloc_mr,
+	.alloc_mw = metaroce_alloc_mw,
 	.alloc_pd = metaroce_alloc_pd,
 	.alloc_ucontext = metaroce_alloc_ucontext,
 	.create_ah = metaroce_create_ah,
@@ -139,6 +140,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 	.create_srq = metaroce_create_srq,
 	.create_user_ah = metaroce_create_ah,
 	.dealloc_driver = metaroce_dealloc_driver,
+	.dealloc_mw = metaroce_dealloc_mw,
 	.dealloc_pd = metaroce_dealloc_pd,
 	.dealloc_ucontext = metaroce_dealloc_ucontext,
 	.dereg_mr = metaroce_dereg_mr,
@@ -174,6 +176,7 @@ const struct ib_device_ops metaroce_dev_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, metaroce_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, metaroce_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, metaroce_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, metaroce_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, metaroce_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, metaroce_srq, ibsrq),

@@ -61,7 +61,12 @@ struct metaroce_sge {
 	__u32		lkey;
 };
 
-/* metaroce_send_wqe.opcode: the IB_UVERBS_WR_* value of the request. */
+/*
+ * metaroce_send_wqe.opcode: the IB_UVERBS_WR_* value of the request.
+ * BIND_MW and LOCAL_INV (of a type 2 window's key) came with memory
+ * windows; they use fields that were reserved, so the ABI version stayed:
+ * a kernel without windows has no alloc_mw and never sees them.
+ */
 
 /* metaroce_send_wqe.flags */
 #define METAROCE_WQE_SIGNALED	0x01	/* IBV_SEND_SIGNALED */
@@ -90,6 +95,16 @@ struct metaroce_send_wqe {
 			__u32		rkey;
 			__u32		reserved;
 		} rdma;
+		/*
+		 * BIND_MW: the window's range and new R_Key (for type 2 the
+		 * consumer's low 8 bits), and any key it had (the kernel
+		 * finds it by the bits above the low 8).
+		 */
+		struct {
+			__aligned_u64	addr;
+			__u32		rkey;
+			__u32		mw_rkey;
+		} bind;
 		struct {
 			__u32		ah;	/* AH handle from create_ah */
 			__u32		remote_qpn;
@@ -107,6 +122,16 @@ struct metaroce_send_wqe {
 			__aligned_u64	compare_add;
 			__aligned_u64	swap;
 		} atomic;
+		/*
+		 * BIND_MW (with bind above): the window's length (0 unbinds a
+		 * type 1 window), the MR it is bound to, and its rights
+		 * (IB_UVERBS_ACCESS_* bits).
+		 */
+		struct {
+			__aligned_u64	length;
+			__u32		mr_lkey;
+			__u32		access;
+		} bind_mr;
 	};
 	/* followed by the SGEs or the inline data */
 };

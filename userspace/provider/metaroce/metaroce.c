@@ -6,8 +6,8 @@
  * metaroce_dev_ops, and libibverbs then offers every uverbs device it finds
  * to metaroce_match_device().  This file holds the device and context
  * plumbing and the verbs objects without queues (PD, MR, AH); see
- * metaroce.h for the others.  Verbs not set in metaroce_ctx_ops (MW,
- * XRC, modify_cq, ...) keep the libibverbs defaults, which fail with
+ * metaroce.h for the others.  Verbs not set in metaroce_ctx_ops (XRC,
+ * modify_cq, ...) keep the libibverbs defaults, which fail with
  * EOPNOTSUPP.
  */
 #include <errno.h>
@@ -204,6 +204,80 @@ static int metaroce_dereg_mr(struct verbs_mr *vmr)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Memory windows                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The kernel gives the window its first rkey.  Binds go through the SQ
+ * (IBV_WR_BIND_MW); the kernel checks them when the SQ gets there.
+ */
+static struct ibv_mw *metaroce_alloc_mw(struct ibv_pd *pd,
+					enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp = {};
+	struct ibv_alloc_mw cmd = {};
+	struct ibv_mw *mw;
+	int ret;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return NULL;
+
+	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	return mw;
+}
+
+static int metaroce_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_mw(mw);
+	if (ret)
+		return ret;
+
+	free(mw);
+	return 0;
+}
+
+/*
+ * ibv_bind_mw() of a type 1 window: posts the bind with the next key, as
+ * other providers do, and gives the window that key once it is posted
+ * (the bind itself completes, or fails, in SQ order).
+ */
+static int metaroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+			    struct ibv_mw_bind *mw_bind)
+{
+	const struct ibv_mw_bind_info *info = &mw_bind->bind_info;
+	struct ibv_send_wr wr = {};
+	struct ibv_send_wr *bad_wr;
+	int ret;
+
+	if (mw->type != IBV_MW_TYPE_1)
+		return EINVAL;
+	if (info->length && (!info->mr || info->mr->pd != mw->pd))
+		return EINVAL;
+
+	wr.wr_id = mw_bind->wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = *info;
+
+	ret = metaroce_post_send(qp, &wr, &bad_wr);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Address handles                                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -258,13 +332,16 @@ static void metaroce_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops metaroce_ctx_ops = {
+	.alloc_mw = metaroce_alloc_mw,
 	.alloc_pd = metaroce_alloc_pd,
+	.bind_mw = metaroce_bind_mw,
 	.create_ah = metaroce_create_ah,
 	.create_cq = metaroce_create_cq,
 	.create_cq_ex = metaroce_create_cq_ex,
 	.create_qp = metaroce_create_qp,
 	.create_qp_ex = metaroce_create_qp_ex,
 	.create_srq = metaroce_create_srq,
+	.dealloc_mw = metaroce_dealloc_mw,
 	.dealloc_pd = metaroce_dealloc_pd,
 	.dereg_mr = metaroce_dereg_mr,
 	.destroy_ah = metaroce_destroy_ah,

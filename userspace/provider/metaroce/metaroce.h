@@ -255,7 +255,8 @@ int metaroce_destroy_srq(struct ibv_srq *ibsrq);
 	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |     \
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND_WITH_INV |            \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                                   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |        \
+	 IBV_QP_EX_WITH_LOCAL_INV)
 #define METAROCE_UD_SEND_OPS                                                   \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 

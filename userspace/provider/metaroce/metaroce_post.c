@@ -296,6 +296,25 @@ static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 		wqe->invalidate_rkey = invalidate_rkey;
 }
 
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+		       uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	struct metaroce_send_wqe *wqe;
+
+	wqe = wr_begin(qpx_to_mqp(qpx), IBV_WR_BIND_MW);
+	if (wqe)
+		metaroce_wqe_set_bind(wqe, mw->rkey, rkey, info);
+}
+
+static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct metaroce_send_wqe *wqe;
+
+	wqe = wr_begin(qpx_to_mqp(qpx), IBV_WR_LOCAL_INV);
+	if (wqe)
+		wqe->invalidate_rkey = invalidate_rkey;
+}
+
 static void wr_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
 		    uint32_t rkey, uint64_t remote_addr, __be32 imm_data)
 {
@@ -476,6 +495,10 @@ void metaroce_qp_init_wr_api(struct metaroce_qp *qp, uint64_t send_ops)
 		qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	if (send_ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 		qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	if (send_ops & IBV_QP_EX_WITH_BIND_MW)
+		qpx->wr_bind_mw = wr_bind_mw;
+	if (send_ops & IBV_QP_EX_WITH_LOCAL_INV)
+		qpx->wr_local_inv = wr_local_inv;
 
 	qpx->wr_set_sge = wr_set_sge;
 	qpx->wr_set_sge_list = wr_set_sge_list;

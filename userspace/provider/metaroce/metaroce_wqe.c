@@ -17,7 +17,8 @@ _Static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 &&
 		       IBV_WR_SEND == 2 && IBV_WR_SEND_WITH_IMM == 3 &&
 		       IBV_WR_RDMA_READ == 4 && IBV_WR_SEND_WITH_INV == 9 &&
 		       IBV_WR_ATOMIC_CMP_AND_SWP == 5 &&
-		       IBV_WR_ATOMIC_FETCH_AND_ADD == 6,
+		       IBV_WR_ATOMIC_FETCH_AND_ADD == 6 &&
+		       IBV_WR_LOCAL_INV == 7 && IBV_WR_BIND_MW == 8,
 	       "IBV_WR_* differ from IB_UVERBS_WR_*");
 
 #define METAROCE_SUPPORTED_SEND_FLAGS                                          \
@@ -36,8 +37,10 @@ bool metaroce_send_opcode_ok(enum ibv_qp_type qp_type,
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-	/* The peer invalidates; a user PD has nothing to invalidate locally. */
 	case IBV_WR_SEND_WITH_INV:
+	/* Memory windows: binds, and LOCAL_INV of a type 2 window's key. */
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
 		return qp_type == IBV_QPT_RC;
 	default:
 		return false;
@@ -166,6 +169,19 @@ static int wqe_set_inline_sges(struct metaroce_send_wqe *wqe,
 	return 0;
 }
 
+void metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
+			   uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	wqe->bind.mw_rkey = mw_rkey;
+	wqe->bind.rkey = rkey;
+	wqe->bind.addr = info->addr;
+	wqe->bind_mr.length = info->length;
+	wqe->bind_mr.mr_lkey = info->mr ? info->mr->lkey : 0;
+	wqe->bind_mr.access = info->mw_access_flags;
+	wqe->num_sge = 0;
+	wqe->inline_len = 0;
+}
+
 int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 			    const struct ibv_send_wr *wr, uint32_t ah_num)
 {
@@ -186,8 +202,19 @@ int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wqe->imm_data = wr->imm_data;
-	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+	if (wr->opcode == IBV_WR_SEND_WITH_INV ||
+	    wr->opcode == IBV_WR_LOCAL_INV)
 		wqe->invalidate_rkey = wr->invalidate_rkey;
+	/* Local operations: no data. */
+	if (wr->opcode == IBV_WR_LOCAL_INV)
+		return 0;
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		if (!wr->bind_mw.mw)
+			return EINVAL;
+		metaroce_wqe_set_bind(wqe, wr->bind_mw.mw->rkey,
+				      wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+		return 0;
+	}
 
 	if (caps->qp_type == IBV_QPT_UD) {
 		wqe->ud.ah = ah_num;

@@ -64,6 +64,13 @@ int metaroce_wqe_set_inline_list(struct metaroce_send_wqe *wqe,
 				 size_t num_buf, const struct ibv_data_buf *buf);
 
 /*
+ * Makes @wqe (a BIND_MW) bind the window that has key @mw_rkey with the new
+ * key @rkey as @info says; a NULL MR (length 0) unbinds a type 1 window.
+ */
+void metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
+			   uint32_t rkey, const struct ibv_mw_bind_info *info);
+
+/*
  * Builds the WQE for @wr into @slot.  @ah_num is the kernel's AH handle of
  * wr->wr.ud.ah (UD only).  Returns 0, or EINVAL for a request this queue
  * cannot carry (opcode, flags, SGE count, inline size, missing AH).

@@ -411,8 +411,9 @@ static void test_post_send_errors(void)
 	bad = NULL;
 	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
 
+	/* A bind that names no window. */
 	wr[1].send_flags = 0;
-	wr[1].opcode = IBV_WR_LOCAL_INV;
+	wr[1].opcode = IBV_WR_BIND_MW;
 	bad = NULL;
 	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr[1], &bad), EINVAL);
 	CHECK_EQ(producer(&qp->sq.ring), p0 + 1);
