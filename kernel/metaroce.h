@@ -180,6 +180,7 @@ struct metaroce_mr {
 	unsigned int page_offset;	/* of iova within pages[0] */
 	struct metaroce_frmr *fr;	/* fast registration; else NULL */
 	atomic_t num_mw;		/* windows bound to it */
+	bool closing;			/* dereg or rereg under way */
 };
 
 /*

@@ -79,6 +79,7 @@ struct metaroce_mr *metaroce_mr_get(struct metaroce_dev *mdev, u32 key);
 struct metaroce_mr *metaroce_rkey_get(struct metaroce_qp *qp, u32 rkey,
 				      u64 addr, u64 len, int access);
 void metaroce_mr_put(struct metaroce_mr *mr);
+bool metaroce_mr_take_window(struct metaroce_mr *mr);
 bool metaroce_mr_allows(const struct metaroce_mr *mr, struct ib_pd *pd,
 			u64 addr, u64 len, int access);
 int metaroce_mr_copy_from_skb(const struct metaroce_mr *mr, u32 key, u64 addr,

@@ -594,12 +594,39 @@ static void metaroce_mr_revoke(struct metaroce_mr *mr)
 	}
 }
 
+/*
+ * Binding a window to @mr (in the requester's worker) races with its
+ * deregistration: each side writes its own mark, then reads the other's,
+ * so at least one of them sees the other. A window is never left bound
+ * to an MR whose dereg or rereg went ahead (IBA: EBUSY while windows are
+ * bound to it).
+ */
+bool metaroce_mr_take_window(struct metaroce_mr *mr)
+{
+	atomic_inc(&mr->num_mw);
+	smp_mb__after_atomic();	/* num_mw before closing; pairs below */
+	if (!READ_ONCE(mr->closing) && !metaroce_mr_revoked(mr))
+		return true;
+	atomic_dec(&mr->num_mw);
+	return false;
+}
+
+static int mr_close_to_windows(struct metaroce_mr *mr)
+{
+	WRITE_ONCE(mr->closing, true);
+	smp_mb();	/* closing before num_mw; pairs with take_window */
+	if (!atomic_read(&mr->num_mw))
+		return 0;
+	WRITE_ONCE(mr->closing, false);
+	return -EBUSY;
+}
+
 int metaroce_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct metaroce_mr *mr = to_mmr(ibmr);
 
 	/* IBA: not while memory windows are bound to it (metaroce_mw.c). */
-	if (atomic_read(&mr->num_mw))
+	if (mr_close_to_windows(mr))
 		return -EBUSY;
 	/*
 	 * New lookups fail; work requests in flight keep their reference (the
@@ -654,9 +681,6 @@ struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (flags & ~IB_MR_REREG_SUPPORTED)
 		return ERR_PTR(-EOPNOTSUPP);
-	/* Windows bound to it would keep the old registration's memory. */
-	if (atomic_read(&old->num_mw))
-		return ERR_PTR(-EBUSY);
 	if (!(flags & IB_MR_REREG_ACCESS))
 		access = old->access;
 	if (!(flags & IB_MR_REREG_PD))
@@ -675,10 +699,15 @@ struct ib_mr *metaroce_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	}
 	if ((flags & IB_MR_REREG_TRANS) && length > METAROCE_MAX_MR_SIZE)
 		return ERR_PTR(-EINVAL);
+	/* Windows bound to it would keep the old registration's memory. */
+	if (mr_close_to_windows(old))
+		return ERR_PTR(-EBUSY);
 
 	mr = mr_new(mdev, access, GFP_KERNEL_ACCOUNT);
-	if (!mr)
+	if (!mr) {
+		WRITE_ONCE(old->closing, false);
 		return ERR_PTR(-ENOMEM);
+	}
 	if (flags & IB_MR_REREG_TRANS) {
 		err = mr_pin_user(mdev, mr, start, length, iova, access);
 		if (err)
@@ -722,5 +751,6 @@ err_free:
 	if (!(flags & IB_MR_REREG_TRANS))
 		mr->pages = NULL;
 	mr_release_work(&mr->release_work);
+	WRITE_ONCE(old->closing, false);
 	return ERR_PTR(err);
 }

@@ -184,11 +184,13 @@ int metaroce_mw_bind(struct metaroce_qp *qp,
 		goto out_unlock;
 	if (b->type == IB_MW_TYPE_2 && (b->bound || !length))
 		goto out_unlock;
+	/* Its dereg may have begun since bind_mr_ok(). */
+	if (length && !metaroce_mr_take_window(mr))
+		goto out_unlock;
 	old = mw_unbind_locked(b);
 	b->rkey = rkey;
 	if (length) {
 		b->mr = mr;
-		atomic_inc(&mr->num_mw);
 		mr = NULL;		/* the binding's reference now */
 		b->addr = addr;
 		b->length = length;
