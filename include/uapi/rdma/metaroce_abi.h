@@ -96,9 +96,10 @@ struct metaroce_send_wqe {
 			__u32		reserved;
 		} rdma;
 		/*
-		 * BIND_MW: the window's range and new R_Key (for type 2 the
-		 * consumer's low 8 bits), and any key it had (the kernel
-		 * finds it by the bits above the low 8).
+		 * BIND_MW: the window's range and new R_Key (the window's
+		 * key with the consumer's low 8 bits: the bits above them
+		 * must be the window's), and any key it had (the kernel
+		 * finds the window by the bits above the low 8).
 		 */
 		struct {
 			__aligned_u64	addr;

@@ -299,11 +299,16 @@ static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 		       uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
+	struct metaroce_qp *qp = qpx_to_mqp(qpx);
 	struct metaroce_send_wqe *wqe;
+	int err;
 
-	wqe = wr_begin(qpx_to_mqp(qpx), IBV_WR_BIND_MW);
-	if (wqe)
-		metaroce_wqe_set_bind(wqe, mw->rkey, rkey, info);
+	wqe = wr_begin(qp, IBV_WR_BIND_MW);
+	if (!wqe)
+		return;
+	err = metaroce_wqe_set_bind(wqe, mw->rkey, rkey, info);
+	if (err)
+		wr_fail(qp, err);
 }
 
 static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)

@@ -169,17 +169,28 @@ static int wqe_set_inline_sges(struct metaroce_send_wqe *wqe,
 	return 0;
 }
 
-void metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
-			   uint32_t rkey, const struct ibv_mw_bind_info *info)
+/*
+ * A window grants remote rights only: local write, which applications pass
+ * out of habit, is ignored; a zero-based window or any other bit is refused
+ * here, before it could fail the QP with a bind error.
+ */
+#define MW_REMOTE_ACCESS (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
+			  IBV_ACCESS_REMOTE_ATOMIC)
+
+int metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
+			  uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
+	if (info->mw_access_flags & ~(MW_REMOTE_ACCESS | IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
 	wqe->bind.mw_rkey = mw_rkey;
 	wqe->bind.rkey = rkey;
 	wqe->bind.addr = info->addr;
 	wqe->bind_mr.length = info->length;
 	wqe->bind_mr.mr_lkey = info->mr ? info->mr->lkey : 0;
-	wqe->bind_mr.access = info->mw_access_flags;
+	wqe->bind_mr.access = info->mw_access_flags & MW_REMOTE_ACCESS;
 	wqe->num_sge = 0;
 	wqe->inline_len = 0;
+	return 0;
 }
 
 int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
@@ -211,9 +222,9 @@ int metaroce_build_send_wqe(void *slot, const struct metaroce_sq_caps *caps,
 	if (wr->opcode == IBV_WR_BIND_MW) {
 		if (!wr->bind_mw.mw)
 			return EINVAL;
-		metaroce_wqe_set_bind(wqe, wr->bind_mw.mw->rkey,
-				      wr->bind_mw.rkey, &wr->bind_mw.bind_info);
-		return 0;
+		return metaroce_wqe_set_bind(wqe, wr->bind_mw.mw->rkey,
+					     wr->bind_mw.rkey,
+					     &wr->bind_mw.bind_info);
 	}
 
 	if (caps->qp_type == IBV_QPT_UD) {

@@ -66,9 +66,10 @@ int metaroce_wqe_set_inline_list(struct metaroce_send_wqe *wqe,
 /*
  * Makes @wqe (a BIND_MW) bind the window that has key @mw_rkey with the new
  * key @rkey as @info says; a NULL MR (length 0) unbinds a type 1 window.
+ * EINVAL for rights a window cannot grant.
  */
-void metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
-			   uint32_t rkey, const struct ibv_mw_bind_info *info);
+int metaroce_wqe_set_bind(struct metaroce_send_wqe *wqe, uint32_t mw_rkey,
+			  uint32_t rkey, const struct ibv_mw_bind_info *info);
 
 /*
  * Builds the WQE for @wr into @slot.  @ah_num is the kernel's AH handle of

@@ -420,6 +420,45 @@ static void test_post_send_errors(void)
 	free_qp(qp);
 }
 
+/*
+ * A window grants remote rights only: a zero-based one (or any unknown
+ * bit) fails the post, before the kernel could fail the QP for it; local
+ * write, which applications pass out of habit, is dropped.
+ */
+static void test_post_bind_rights(void)
+{
+	struct metaroce_qp *qp = make_qp(&rc_cfg);
+	uint32_t p0 = qp->sq.ring.index;
+	struct ibv_mw mw = { .rkey = 0x80000a00, .type = IBV_MW_TYPE_1 };
+	struct ibv_mr mr = { .lkey = 0x1234 };
+	struct ibv_send_wr wr = {}, *bad;
+	struct metaroce_send_wqe *w;
+
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = &mw;
+	wr.bind_mw.rkey = 0x80000a01;
+	wr.bind_mw.bind_info.mr = &mr;
+	wr.bind_mw.bind_info.addr = 0x1000;
+	wr.bind_mw.bind_info.length = 64;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_ZERO_BASED;
+	bad = NULL;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr, &bad), EINVAL);
+	CHECK(bad == &wr);
+	CHECK_EQ(producer(&qp->sq.ring), p0);
+
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_LOCAL_WRITE;
+	CHECK_EQ(metaroce_post_send(&qp->vqp.qp, &wr, &bad), 0);
+	CHECK_EQ(producer(&qp->sq.ring), p0 + 1);
+	w = sq_wqe(qp, p0);
+	CHECK_EQ(w->bind_mr.access, IBV_ACCESS_REMOTE_READ);
+	CHECK_EQ(w->bind.rkey, 0x80000a01);
+	CHECK_EQ(w->bind.mw_rkey, 0x80000a00);
+	CHECK_EQ(w->bind_mr.mr_lkey, 0x1234);
+	free_qp(qp);
+}
+
 static void test_post_send_full(void)
 {
 	struct metaroce_qp *qp = make_qp(&rc_cfg);
@@ -1791,6 +1830,7 @@ int main(void)
 	test_post_send_inline();
 	test_post_send_errors();
 	test_post_send_full();
+	test_post_bind_rights();
 	test_post_send_ud();
 	test_post_send_sig_all();
 	test_post_send_doorbell_error();
