@@ -292,6 +292,15 @@ static void advance_una(struct soft_req *req)
 	}
 }
 
+/* Whether every packet of @swqe is sent and acknowledged (local: done). */
+static bool swqe_finished(const struct soft_swqe *swqe)
+{
+	if (swqe->local)
+		return swqe->done;
+	return swqe->npkts && swqe->next_pkt >= swqe->npkts &&
+	       swqe->delivered >= swqe->npkts;
+}
+
 /* Completes WQEs in order while they are done; fails the QP on an error. */
 void soft_comp_complete(struct metaroce_soft_qp *sqp)
 {
@@ -302,6 +311,13 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 		struct soft_swqe *swqe = &req->swqes[qp->sq.own_index &
 						     (qp->sq.num_slots - 1)];
 
+		if (swqe->status == IB_WC_WR_FLUSH_ERR) {
+			/* Ahead of one the responder refused (fail_refused()). */
+			soft_qp_fail(qp);
+			soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+				       swqe->status, 0, true);
+			continue;
+		}
 		if (swqe->status != IB_WC_SUCCESS) {
 			/* In error before anyone sees the error completion. */
 			soft_qp_fail(qp);
@@ -311,9 +327,7 @@ void soft_comp_complete(struct metaroce_soft_qp *sqp)
 				req->send_index = qp->sq.own_index;
 			return;
 		}
-		if (swqe->local ? !swqe->done :
-		    !swqe->npkts || swqe->next_pkt < swqe->npkts ||
-		    swqe->delivered < swqe->npkts)
+		if (!swqe_finished(swqe))
 			break;
 		/* RNR retries are counted per message. */
 		req->rnr_retries = 0;
@@ -335,6 +349,37 @@ static void fail_wqe_at(struct soft_req *req, u32 psn, u8 status)
 	e = &req->pkts[psn % SOFT_WINDOW];
 	if (e->state != PKT_FREE)
 		req->swqes[e->swqe].status = status;
+}
+
+/*
+ * A fatal NAK for @psn: the responder refused it and is in the error state
+ * now, so a WQE before it that is not finished (a READ whose responses have
+ * not come, a message whose packets the NAK does not acknowledge) never
+ * will be. Each completes with IB_WC_WR_FLUSH_ERR, ahead of the refused one
+ * (protocol.md section 6), rather than with a retry timeout.
+ */
+static void fail_refused(struct metaroce_soft_qp *sqp, u32 psn, u8 status)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct soft_req *req = &sqp->req;
+	u32 mask = qp->sq.num_slots - 1, i;
+	struct soft_pkt *e;
+
+	if (soft_psn_diff(psn, req->psn_una) < 0 ||
+	    soft_psn_diff(psn, req->psn_next) >= 0)
+		return;
+	e = &req->pkts[psn % SOFT_WINDOW];
+	if (e->state == PKT_FREE)
+		return;
+	for (i = qp->sq.own_index; i != req->fetch_index; i++) {
+		struct soft_swqe *swqe = &req->swqes[i & mask];
+
+		if ((i & mask) == e->swqe)
+			break;
+		if (swqe->status == IB_WC_SUCCESS && !swqe_finished(swqe))
+			swqe->status = IB_WC_WR_FLUSH_ERR;
+	}
+	req->swqes[e->swqe].status = status;
 }
 
 static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
@@ -374,13 +419,13 @@ static void handle_nak(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 			      HRTIMER_MODE_REL_SOFT);
 		return;
 	case METAROCE_NAK_REMOTE_ACCESS:
-		fail_wqe_at(req, psn, IB_WC_REM_ACCESS_ERR);
+		fail_refused(sqp, psn, IB_WC_REM_ACCESS_ERR);
 		return;
 	case METAROCE_NAK_REMOTE_OP:
-		fail_wqe_at(req, psn, IB_WC_REM_OP_ERR);
+		fail_refused(sqp, psn, IB_WC_REM_OP_ERR);
 		return;
 	default:
-		fail_wqe_at(req, psn, IB_WC_REM_INV_REQ_ERR);
+		fail_refused(sqp, psn, IB_WC_REM_INV_REQ_ERR);
 		return;
 	}
 }

@@ -447,6 +447,21 @@ Packet post_read_and_capture(Conn& c, std::uint32_t len) {
     return req.packet;
 }
 
+// A fatal NAK leaves the responder in the error state: a work request before the refused one
+// that is not finished (here a READ never answered) never will be, and completes with
+// WR_FLUSH_ERR ahead of the refused one (protocol.md section 6), not with a retry timeout.
+void requester_nak_flushes_unfinished_before(Env& env) {
+    Conn c(env);
+    const Psn s = c.sq_psn();
+    post_read_and_capture(c, c.mtu());
+    post(c, IBV_WR_RDMA_WRITE, 2, 0, 100);
+    expect_request(c, psn_next(s));
+    c.send(c.ack(s, {}, Syndrome::RemoteAccess, psn_next(s)));
+    expect_wc(c.expect_send_completion(), 1, IBV_WC_WR_FLUSH_ERR);
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_REM_ACCESS_ERR);
+    c.expect_state(IBV_QPS_ERR);
+}
+
 // A responder that accepted a READ (its ACK passed the READ's PSNs) refuses a part when the
 // region is revoked before the part's turn, with a NAK behind its own cum_psn (protocol.md
 // sections 6 and 12.1). The DUT takes it while the response is due: REM_ACCESS_ERR, not a
@@ -937,6 +952,10 @@ std::vector<Case> requester_cases() {
          "after the READ was accepted): REM_ACCESS_ERR, QP error; for a response that arrived: "
          "dropped, counted (rx_ack_invalid)",
          requester_nak_of_accepted_read},
+        {"requester_nak_flushes_unfinished_before",
+         "a READ never answered, then a WRITE refused by a REMOTE_ACCESS NAK: the READ completes "
+         "with WR_FLUSH_ERR, then the WRITE with REM_ACCESS_ERR, QP error",
+         requester_nak_flushes_unfinished_before},
         {"requester_read_out_of_order",
          "READ responses in any order are placed; the READ completes with the right data",
          requester_read_out_of_order},
