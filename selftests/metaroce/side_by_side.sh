@@ -49,16 +49,35 @@ has_ipv4_gid() { gids "$1" | grep -qx "$(dev_ipv4_gid "$1")"; }
 # on DEV's link, so both directions lose 1%; both VMs apply it before either
 # goes on, and take it off once both are done.
 lossy() {
-	local ifc rc=0
-	ifc=$(vm_link_if "$(dev_link "$1")")
+	local dev=$1 ifc rc=0 before
+	ifc=$(vm_link_if "$(dev_link "$dev")")
 	shift
+	before=$(hw_counters "$dev")
 	tc qdisc replace dev "$ifc" root netem loss 1%
 	vm_barrier loss-on || rc=1
 	# In a subshell: a skip (tap_skip exits) must not leave the loss on.
 	((rc != 0)) || ("$@") || rc=$?
 	vm_barrier loss-off || true
 	tc qdisc del dev "$ifc" root
+	# How this VM's end recovered: the counters that moved.
+	echo "counters of $dev in vm$VM_INDEX under loss:" \
+		"$(counter_deltas "$before" "$(hw_counters "$dev")")"
 	return "$rc"
+}
+
+# hw_counters DEV: "name value" lines of DEV's port 1 hardware counters.
+hw_counters() {
+	local f
+	for f in /sys/class/infiniband/"$1"/ports/1/hw_counters/*; do
+		[[ -r $f ]] && echo "${f##*/} $(<"$f")"
+	done
+}
+
+# counter_deltas BEFORE AFTER: "name=delta" for each counter that moved.
+counter_deltas() {
+	awk 'NR == FNR { v[$1] = $2; next }
+	     $2 != v[$1] { printf "%s%s=%d", sep, $1, $2 - v[$1]; sep = " " }' \
+		<(echo "$1") <(echo "$2")
 }
 
 # figure DEV TEST VALUE UNIT: a measured value, recorded by the VM that
