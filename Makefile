@@ -5,6 +5,8 @@
 #                   the module also for Debian's 6.12 when its headers are
 #                   installed (make kernel-6.12)
 #   make check      host unit tests, then the selftests in QEMU VMs
+#   make check-vm-6.12  the selftests in VMs booting Debian's 6.12 (not part
+#                   of make check; VM_KERNEL=FILE for an image not in /boot)
 #   make run        the main job: ib_write_bw over MetaRoCE between two hosts
 #   make bench      MetaRoCE against the kernel's rxe, side by side
 #   make install / uninstall
