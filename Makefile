@@ -1,8 +1,12 @@
 # MetaRoCE top-level build.
 #
 #   make deps       install every package the build and tests need (apt)
-#   make            build the kernel module, the userspace and the eBPF objects
+#   make            build the kernel module, the userspace and the eBPF objects;
+#                   the module also for Debian's 6.12 when its headers are
+#                   installed (make kernel-6.12)
 #   make check      host unit tests, then the selftests in QEMU VMs
+#   make check-vm-6.12  the selftests in VMs booting Debian's 6.12 (not part
+#                   of make check; VM_KERNEL=FILE for an image not in /boot)
 #   make run        the main job: ib_write_bw over MetaRoCE between two hosts
 #   make bench      MetaRoCE against the kernel's rxe, side by side
 #   make install / uninstall
@@ -16,12 +20,19 @@ KDIR ?= /lib/modules/$(KVER)/build
 WERROR ?=
 JOBS ?= $(shell nproc)
 
+# Debian 12's other kernel, 6.12 (linux-headers-6.12-amd64, installed by
+# make deps): the version its headers meta package points to, if installed.
+# The module and the ktest module are built for it in $(BUILD)/kernel-KVER,
+# warnings as errors; the default build above stays the one for KVER.
+KVER_612 ?= $(shell dpkg-query -W -f='$${Depends}' linux-headers-6.12-amd64 \
+	2>/dev/null | sed -n 's/^linux-headers-\([^ ,|]*\).*/\1/p')
+
 CMAKE_BUILD := $(BUILD)/userspace
 CMAKE_FLAGS := -DMETAROCE_WERROR=$(if $(WERROR),ON,OFF)
 
 export KVER
 
-all: kernel userspace ebpf
+all: kernel $(if $(KVER_612),kernel-6.12) userspace ebpf
 
 deps:
 	scripts/install-deps.sh
@@ -30,6 +41,12 @@ kernel:
 	$(MAKE) -C kernel KDIR=$(KDIR) KVER=$(KVER) WERROR=$(WERROR)
 	$(MAKE) -C selftests/metaroce/ktest KDIR=$(KDIR) KVER=$(KVER) \
 		WERROR=$(WERROR)
+
+kernel-6.12:
+	@test -n "$(KVER_612)" || { \
+		echo "kernel-6.12: linux-headers-6.12-amd64 is not installed (make deps)" >&2; \
+		exit 1; }
+	scripts/build-for-kernel.sh $(KVER_612) $(BUILD)/kernel-$(KVER_612)
 
 userspace:
 	cmake -S userspace -B $(CMAKE_BUILD) $(CMAKE_FLAGS) >/dev/null
@@ -65,6 +82,10 @@ check-host: userspace
 check-vm: all
 	selftests/run.sh $(TEST_FLAGS)
 
+# The VM suites on Debian's 6.12 (not part of make check yet).
+check-vm-6.12: kernel-6.12 userspace ebpf
+	selftests/run.sh --kver $(KVER_612) $(TEST_FLAGS)
+
 # The VM suites on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-kernel:
 	scripts/debug-kernel.sh build
@@ -83,5 +104,5 @@ clean:
 	$(MAKE) -C selftests/metaroce/ktest KDIR=$(KDIR) clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel userspace ebpf install uninstall check check-host \
+.PHONY: all deps kernel kernel-6.12 check-vm-6.12 userspace ebpf install uninstall check check-host \
 	check-vm check-vm-debug debug-kernel run bench clean

@@ -42,8 +42,9 @@ static int cq_check_size(struct ib_device *ibdev, int cqe)
 }
 
 int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		       struct ib_udata *udata)
+		       struct metaroce_cq_uarg *uarg)
 {
+	struct ib_udata *udata = metaroce_cq_udata(uarg);
 	struct metaroce_dev *mdev = to_mdev(ibcq->device);
 	struct metaroce_cq *cq = to_mcq(ibcq);
 	struct metaroce_create_cq_resp resp = {};

@@ -7,6 +7,7 @@
 #define METAROCE_LOC_H
 
 #include "metaroce.h"
+#include "metaroce_compat.h"
 
 /* metaroce_main.c: module state and the registry of live devices */
 extern struct workqueue_struct *metaroce_wq;
@@ -119,7 +120,7 @@ void metaroce_zc_drain(struct metaroce_dev *mdev);
 
 /* metaroce_cq.c */
 int metaroce_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		       struct ib_udata *udata);
+		       struct metaroce_cq_uarg *uarg);
 int metaroce_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int metaroce_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int metaroce_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);

@@ -76,31 +76,8 @@ static void zc_complete(struct sk_buff *skb, struct ubuf_info *ubuf,
 	rcu_read_unlock();
 }
 
-#ifdef METAROCE_HAVE_UBUF_INFO_OPS
-static const struct ubuf_info_ops zc_ops = {
-	.complete = zc_complete,
-};
-
-static void zc_set_complete(struct ubuf_info *ubuf)
-{
-	ubuf->ops = &zc_ops;
-}
-
-static bool zc_is_ours(const struct ubuf_info *ubuf)
-{
-	return ubuf->ops == &zc_ops;
-}
-#else
-static void zc_set_complete(struct ubuf_info *ubuf)
-{
-	ubuf->callback = zc_complete;
-}
-
-static bool zc_is_ours(const struct ubuf_info *ubuf)
-{
-	return ubuf->callback == zc_complete;
-}
-#endif
+/* How the stack calls zc_complete() (metaroce_compat.h). */
+METAROCE_UBUF_OPS(zc_ops, zc_complete);
 
 /*
  * Counts @skb as holding pages of @mr until it is freed. Called with the
@@ -116,7 +93,7 @@ int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr)
 	u8 i;
 
 	if (ubuf) {
-		if (WARN_ON_ONCE(!zc_is_ours(ubuf)))
+		if (WARN_ON_ONCE(!metaroce_ubuf_is(ubuf, zc_ops, zc_complete)))
 			return -EINVAL;
 		zc = container_of(ubuf, struct metaroce_zc, ubuf);
 		for (i = 0; i < zc->nr; i++)
@@ -128,7 +105,7 @@ int metaroce_zc_track(struct sk_buff *skb, struct metaroce_mr *mr)
 		zc = kmalloc(sizeof(*zc), GFP_ATOMIC);
 		if (!zc)
 			return -ENOMEM;
-		zc_set_complete(&zc->ubuf);
+		metaroce_ubuf_set(&zc->ubuf, zc_ops, zc_complete);
 		refcount_set(&zc->ubuf.refcnt, 1);
 		/*
 		 * The fragments are shared with user space: whatever would

@@ -6,6 +6,10 @@ set -euo pipefail
 packages=(
 	# target kernel (the VM boots it) and headers to build the module
 	linux-image-amd64 linux-headers-amd64
+	# Debian 12's other kernel, 6.12: the module is built for it too
+	# (make kernel-6.12). Its headers pull in its image; the default
+	# kernel stays linux-image-amd64's (scripts/target-kernel.sh).
+	linux-headers-6.12-amd64
 	# VM bench
 	qemu-system-x86 busybox-static kmod iproute2 ethtool
 	# RDMA userspace: libibverbs, providers, tools, perftest

@@ -3,7 +3,8 @@
 # summary line "N passed, N failed". Each suite is a TAP script in
 # selftests/metaroce/; its VM topology is given below.
 #
-#   selftests/run.sh [--installed] [--debug-kernel] [SUITE...]
+#   selftests/run.sh [--installed] [--debug-kernel]
+#                    [--kver KVER [--kernel FILE]] [SUITE...]
 #
 # By default the module and the provider come from the build tree (make);
 # --installed tests what "make install" put on the host (modprobe metaroce,
@@ -16,6 +17,14 @@
 # minute to boot and another to scan for leaks at the end, so the one-VM
 # suites then share one VM (selftests/vm/run-suites.sh); a suite may take
 # SUITE_TIMEOUT seconds (900, on the debug kernel 3600).
+#
+# --kver KVER (or VM_KVER=KVER) boots another distribution kernel, e.g.
+# Debian's 6.12 next to the default 6.1: /boot/vmlinuz-KVER, or --kernel
+# FILE (VM_KERNEL=FILE) for an image kept elsewhere; its modules must be in
+# /lib/modules/KVER, its headers in /lib/modules/KVER/build. The module and
+# the in-kernel test client are built for it into BUILD/kernel-KVER
+# (scripts/build-for-kernel.sh). docs/compatibility.md says how to set up
+# 6.12 that way without making it the machine's default kernel.
 set -uo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,19 +52,38 @@ SUITES=(
 
 installed=
 distro=1
-[[ ${VM_KERNEL:-distro} == debug ]] && distro=
+other_kver=${VM_KVER:-}
+other_image=
+case ${VM_KERNEL:-distro} in
+distro) ;;
+debug) distro= ;;
+*) other_image=$VM_KERNEL ;;
+esac
 selected=()
-for arg in "$@"; do
-	case $arg in
+while (($#)); do
+	case $1 in
 	--installed) installed=1 ;;
 	--debug-kernel) distro= ;;
+	--kver)
+		other_kver=${2:?--kver KVER}
+		shift
+		;;
+	--kernel)
+		other_image=${2:?--kernel FILE}
+		shift
+		;;
 	-h | --help)
-		sed -n '2,17p' "$0"
+		sed -n '2,/^set /{/^set /!p}' "$0"
 		exit 0
 		;;
-	*) selected+=("$arg") ;;
+	*) selected+=("$1") ;;
 	esac
+	shift
 done
+if [[ -n $other_image && -z $other_kver ]]; then
+	echo "run.sh: --kernel FILE (VM_KERNEL=FILE) needs --kver KVER (VM_KVER)" >&2
+	exit 2
+fi
 
 vm_env=()
 kernel_args=()
@@ -74,6 +102,18 @@ if [[ -z $distro ]]; then
 	ko=$BUILD/debug-kernel/kernel/metaroce.ko
 	vm_env+=(--env "METAROCE_KTEST=$BUILD/debug-kernel/ktest/metaroce_ktest.ko"
 		--env METAROCE_DEBUG_KERNEL=1)
+elif [[ -n $other_kver ]]; then
+	other_build=$BUILD/kernel-$other_kver
+	scripts/build-for-kernel.sh "$other_kver" "$other_build" \
+		${installed:+--install} || {
+		echo "not ok - the module for kernel $other_kver did not build"
+		echo "selftests: 0 passed, 1 failed"
+		exit 1
+	}
+	echo "# VM kernel: $other_kver (${other_image:-/boot/vmlinuz-$other_kver})"
+	kernel_args=(--kver "$other_kver" ${other_image:+--kernel "$other_image"})
+	ko=$other_build/kernel/metaroce.ko
+	vm_env+=(--env "METAROCE_KTEST=$other_build/ktest/metaroce_ktest.ko")
 fi
 if [[ -z $installed ]]; then
 	vm_env+=(--env "METAROCE_KO=$ko"

@@ -19,14 +19,7 @@ TAP_DMESG_CHECK=0 # the host's kernel log is not ours to judge
 
 # The kernel vmrun boots by default (same rule as vmrun's).
 expected_kver() {
-	local dir k
-	for dir in $(printf '%s\n' /lib/modules/*/ | sort -rV); do
-		k=$(basename "$dir")
-		if [[ -f /boot/vmlinuz-$k ]]; then
-			echo "$k"
-			return
-		fi
-	done
+	"$REPO/scripts/target-kernel.sh" --vm
 }
 KVER=${KVER:-$(expected_kver)}
 export KVER

@@ -485,12 +485,16 @@ TEST_P(Rc, DeepQueues)
 				     2 * i + 1));
 		w.back().flags = 0;
 	}
+	// The last WRITE follows the last SEND, so the last receive says
+	// nothing of it: signaled, its completion says it was placed.
+	w.back().flags = IBV_SEND_SIGNALED;
 	ASSERT_EQ(post_send(qa.qp, w), 0);
-	auto v = poll(qa.scq, n, limit(Ms(120000)));
-	ASSERT_EQ(v.size(), static_cast<size_t>(n));
+	auto v = poll(qa.scq, n + 1, limit(Ms(120000)));
+	ASSERT_EQ(v.size(), static_cast<size_t>(n + 1));
 	for (int i = 0; i < n; i++) {
 		EXPECT_WC(v[i], 2 * i, IBV_WC_SUCCESS, IBV_WC_SEND);
 	}
+	EXPECT_WC(v[n], 2 * n - 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	auto r = poll(qb.rcq, n, limit());
 	ASSERT_EQ(r.size(), static_cast<size_t>(n));
 	for (int i = 0; i < n; i++) {
