@@ -214,10 +214,20 @@ std::uint32_t Sender::window_use() const {
     return inflight_ - read_requests_inflight_ + read_use().responses;
 }
 
+Psn Sender::window_base() const {
+    Psn base = snd_una_;
+    for (const WrState& wr : wrs_) {
+        if (wr.read && wr.started && !wr.read->done() && psn_before(wr.first_psn, base)) {
+            base = wr.first_psn;
+        }
+    }
+    return base;
+}
+
 bool Sender::window_fits(std::uint32_t psns) const {
-    // Every PSN in flight must stay within 256 of the oldest unacknowledged one, so that the
-    // SACK bitmap names it (section 8).
-    const std::int32_t span = psn_diff(psn_add(snd_nxt_, psns - 1), snd_una_);
+    // Every PSN in flight must stay within 256 of the oldest outstanding one, so that the
+    // SACK bitmap names it and the responder still remembers a READ to re-read (section 8).
+    const std::int32_t span = psn_diff(psn_add(snd_nxt_, psns - 1), window_base());
     return span >= 0 && static_cast<std::uint32_t>(span) < kWindowPsns;
 }
 
@@ -236,7 +246,7 @@ void Sender::send_new(TimeUs now) {
         if (wr == nullptr || blocked_by_fence(*wr)) return;
         if (wr->wr.has_responses()) {
             if (read_use().requests >= config_.max_rd_atomic) return;
-            const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, snd_una_));
+            const auto span = static_cast<std::uint32_t>(psn_diff(snd_nxt_, window_base()));
             if (span >= kWindowPsns) return;
             // Each response asked for counts against the window until it arrives.
             issue_read_part(*wr, std::min(kWindowPsns - span, window() - use), now);
@@ -413,12 +423,12 @@ void Sender::on_ack(const Packet& packet, TimeUs now) {
         }
     }
 
-    // Nothing outstanding (no PSN unacknowledged, no READ response due): an old ACK, with
-    // nothing to tell.
+    // Nothing outstanding: an old ACK, with nothing to tell. A NAK may still refuse a READ
+    // response due behind every PSN acknowledged (section 12.1), and is checked below.
     const bool responses_due = std::any_of(wrs_.begin(), wrs_.end(), [](const WrState& wr) {
         return wr.read && wr.started && !wr.read->done();
     });
-    if (snd_una_ == snd_nxt_ && !responses_due) return;
+    if (snd_una_ == snd_nxt_ && !(ack.is_nak() && responses_due)) return;
     const std::optional<TimeUs> rtt = check_injection(ack, now);
     if (!rtt) return;
 

@@ -784,6 +784,23 @@ TEST_F(SenderTest, ReadRequestAndResponses) {
     EXPECT_EQ(tx->oldest_unacked(), kStart + 4);
 }
 
+// A READ's PSNs stay in the window until its responses arrive, acknowledged or not: new PSNs
+// go no further than 256 past it, so that a re-read still names a READ the responder
+// remembers (protocol.md sections 5 and 8; metaroce-interop "model -> kernel, 2% loss"
+// failed with rx_duplicate_read_unknown when they did).
+TEST_F(SenderTest, AReadWithResponsesDueHoldsTheWindow) {
+    post_read(1, 4 * kMtu);
+    ASSERT_EQ(sent().size(), 1u);
+    now += kRtt;
+    ack(kStart + 4);  // the request is accepted; no response yet
+    post_send(2, 400 * kMtu, WrOpcode::Write);
+    sent();
+    now += kRtt;
+    ack(kStart + 150);
+    sent();
+    EXPECT_LE(psn_diff(tx->next_psn(), kStart), 256);
+}
+
 TEST_F(SenderTest, ReadResponsesCountAgainstTheWindow) {
     config.congestion.initial_cwnd = 8;
     reset();

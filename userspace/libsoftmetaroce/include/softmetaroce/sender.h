@@ -200,6 +200,9 @@ class Sender {
     // The READ or atomic that asked for a response at `psn` and still waits for it: its PSN
     // is outstanding even once an ACK passed it (section 12.1).
     const WrState* awaiting_response(Psn psn) const;
+    // The oldest PSN outstanding: snd_una_, or the first of a READ or atomic whose responses
+    // are still due (its PSNs stay in the window until they arrive, section 8).
+    Psn window_base() const;
     std::uint32_t wire_ts(TimeUs now) const {
         return static_cast<std::uint32_t>(now) + config_.ts_offset;
     }
