@@ -5,8 +5,6 @@
 // (WRITE with immediate, SEND, READ, an error and the flush behind it) and
 // UD (src_qp, the network header type in sl); the same CQs through
 // ibv_poll_cq, ibv_resize_cq and a completion channel; what create refuses.
-#include <fcntl.h>
-#include <poll.h>
 
 #include <thread>
 
@@ -103,51 +101,7 @@ ExWc poll1_ex(ibv_cq_ex *x, Ms timeout = limit())
 
 #define EXPECT_EX(e, ...) EXPECT_TRUE(ex_is((e), __VA_ARGS__))
 
-class CqEx : public VerbsTest {
-protected:
-	void TearDown() override
-	{
-		if (channel_) {
-			if (int err = ibv_destroy_comp_channel(channel_)) {
-				ADD_FAILURE() << "ibv_destroy_comp_channel: "
-					      << errstr(err);
-			}
-		}
-		VerbsTest::TearDown();
-	}
-
-	ibv_comp_channel *make_channel(Ctx &c)
-	{
-		channel_ = ibv_create_comp_channel(c.ctx);
-		if (!channel_)
-			fail("ibv_create_comp_channel: " + errstr(errno));
-		int fl = fcntl(channel_->fd, F_GETFL);
-		fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
-		return channel_;
-	}
-
-	// Waits up to @timeout for a completion event; acks it.
-	ibv_cq *next_event(Ms timeout)
-	{
-		auto deadline = std::chrono::steady_clock::now() + timeout;
-		for (;;) {
-			ibv_cq *cq = nullptr;
-			void *ctx = nullptr;
-			if (!ibv_get_cq_event(channel_, &cq, &ctx)) {
-				ibv_ack_cq_events(cq, 1);
-				return cq;
-			}
-			auto left = std::chrono::duration_cast<Ms>(
-				deadline - std::chrono::steady_clock::now());
-			if (left.count() <= 0)
-				return nullptr;
-			pollfd pfd = {channel_->fd, POLLIN, 0};
-			::poll(&pfd, 1, static_cast<int>(left.count()));
-		}
-	}
-
-	ibv_comp_channel *channel_ = nullptr;
-};
+class CqEx : public ChannelTest {};
 
 // RC: a WRITE with immediate, a SEND, a READ and a SEND with immediate,
 // each longer than a packet, every byte checked, every field the

@@ -2,59 +2,13 @@
 //
 // Completion queues: limits, completion channels (next and solicited-only
 // events), resizing with completions pending, overflow.
-#include <fcntl.h>
-#include <poll.h>
 
 #include "verbs_env.hpp"
 
 namespace mrt {
 namespace {
 
-class Cq : public VerbsTest {
-protected:
-	void TearDown() override
-	{
-		if (channel_) {
-			if (int err = ibv_destroy_comp_channel(channel_)) {
-				ADD_FAILURE() << "ibv_destroy_comp_channel: "
-					      << errstr(err);
-			}
-		}
-		VerbsTest::TearDown();
-	}
-
-	ibv_comp_channel *make_channel()
-	{
-		channel_ = ibv_create_comp_channel(B().ctx);
-		if (!channel_)
-			fail("ibv_create_comp_channel: " + errstr(errno));
-		int fl = fcntl(channel_->fd, F_GETFL);
-		fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
-		return channel_;
-	}
-
-	// Waits up to @timeout for a completion event; acks it.
-	ibv_cq *next_event(Ms timeout)
-	{
-		auto deadline = std::chrono::steady_clock::now() + timeout;
-		for (;;) {
-			ibv_cq *cq = nullptr;
-			void *cq_ctx = nullptr;
-			if (!ibv_get_cq_event(channel_, &cq, &cq_ctx)) {
-				ibv_ack_cq_events(cq, 1);
-				return cq;
-			}
-			auto left = std::chrono::duration_cast<Ms>(
-				deadline - std::chrono::steady_clock::now());
-			if (left.count() <= 0)
-				return nullptr;
-			pollfd pfd = {channel_->fd, POLLIN, 0};
-			::poll(&pfd, 1, static_cast<int>(left.count()));
-		}
-	}
-
-	ibv_comp_channel *channel_ = nullptr;
-};
+class Cq : public ChannelTest {};
 
 TEST_F(Cq, CreateLimits)
 {
@@ -96,7 +50,7 @@ TEST_F(Cq, DestroyInUseIsBusy)
 
 TEST_F(Cq, ChannelEventOncePerArm)
 {
-	ibv_comp_channel *ch = make_channel();
+	ibv_comp_channel *ch = make_channel(B());
 	Qp qa(A()), qb(B(), {.channel = ch});
 	Buf src(A().pd, 64), dst(B().pd, 64 * 4);
 	connect(qa, qb);
@@ -139,7 +93,7 @@ TEST_F(Cq, ChannelEventOncePerArm)
 
 TEST_F(Cq, SendCqEvent)
 {
-	ibv_comp_channel *ch = make_channel();
+	ibv_comp_channel *ch = make_channel(B());
 	Qp qb(B(), {.channel = ch}), qa(A());
 	Buf src(B().pd, 128), dst(A().pd, 128);
 	connect(qb, qa);
@@ -162,7 +116,7 @@ TEST_F(Cq, SendCqEvent)
 TEST_F(Cq, UdSendAndReceiveEvents)
 {
 	constexpr uint32_t qkey = 0x3333;
-	ibv_comp_channel *ch = make_channel();
+	ibv_comp_channel *ch = make_channel(B());
 	Qp qa(A(), {.type = IBV_QPT_UD}),
 		qb(B(), {.type = IBV_QPT_UD, .channel = ch});
 	ud_up(qa, qkey);
@@ -200,7 +154,7 @@ TEST_F(Cq, UdSendAndReceiveEvents)
 // A QP on an SRQ raises its receive CQ's event like any other.
 TEST_F(Cq, SrqReceiveEvent)
 {
-	ibv_comp_channel *ch = make_channel();
+	ibv_comp_channel *ch = make_channel(B());
 	ibv_srq_init_attr sa{};
 	sa.attr.max_wr = 4;
 	sa.attr.max_sge = 1;
@@ -227,7 +181,7 @@ TEST_F(Cq, SrqReceiveEvent)
 
 TEST_F(Cq, SolicitedOnly)
 {
-	ibv_comp_channel *ch = make_channel();
+	ibv_comp_channel *ch = make_channel(B());
 	Qp qa(A()), qb(B(), {.channel = ch});
 	Buf src(A().pd, 256), dst(B().pd, 256 * 8), wdst(B().pd, 256);
 	connect(qa, qb);

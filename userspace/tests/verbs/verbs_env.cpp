@@ -894,4 +894,42 @@ void VerbsTest::TearDown()
 	ca_.reset();
 }
 
+void ChannelTest::TearDown()
+{
+	if (channel_) {
+		if (int err = ibv_destroy_comp_channel(channel_))
+			ADD_FAILURE() << "ibv_destroy_comp_channel: " << errstr(err);
+	}
+	VerbsTest::TearDown();
+}
+
+ibv_comp_channel *ChannelTest::make_channel(Ctx &c)
+{
+	channel_ = ibv_create_comp_channel(c.ctx);
+	if (!channel_)
+		fail("ibv_create_comp_channel: " + errstr(errno));
+	int fl = fcntl(channel_->fd, F_GETFL);
+	fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
+	return channel_;
+}
+
+ibv_cq *ChannelTest::next_event(Ms timeout)
+{
+	auto deadline = std::chrono::steady_clock::now() + timeout;
+	for (;;) {
+		ibv_cq *cq = nullptr;
+		void *ctx = nullptr;
+		if (!ibv_get_cq_event(channel_, &cq, &ctx)) {
+			ibv_ack_cq_events(cq, 1);
+			return cq;
+		}
+		auto left = std::chrono::duration_cast<Ms>(
+			deadline - std::chrono::steady_clock::now());
+		if (left.count() <= 0)
+			return nullptr;
+		pollfd pfd = {channel_->fd, POLLIN, 0};
+		::poll(&pfd, 1, static_cast<int>(left.count()));
+	}
+}
+
 } // namespace mrt

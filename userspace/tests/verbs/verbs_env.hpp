@@ -304,6 +304,17 @@ protected:
 	Ctx *a_ = nullptr, *b_ = nullptr;
 };
 
+// With a completion channel (non-blocking), destroyed at the end.
+class ChannelTest : public VerbsTest {
+protected:
+	void TearDown() override;
+	ibv_comp_channel *make_channel(Ctx &c);
+	// Waits up to @timeout for a completion event; acks it.
+	ibv_cq *next_event(Ms timeout);
+
+	ibv_comp_channel *channel_ = nullptr;
+};
+
 // Also parameterized by the topology: Peer() is B, or A on loopback.
 class TopoTest : public VerbsTest,
 		 public ::testing::WithParamInterface<Topo> {
