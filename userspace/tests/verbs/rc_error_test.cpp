@@ -691,34 +691,8 @@ TEST_F(RcError, DeregWaitsForPacketsHeldInAQdisc)
 	Qdisc qdisc;
 	if (!qdisc.available())
 		GTEST_SKIP() << "METAROCE_VERBS_QDISC_A not set";
-	// Above the copy break and inside the first window: every packet is
-	// built (from the MR's pages) and queued before the deregistration.
-	const size_t n = 64 << 10;
-	const Ms built = limit(Ms(100)), held = 4 * built;
-	Qp qa(A()), qb(B());
-	connect(qa, qb);
-	Buf src(A().pd, n), dst(B().pd, n);
-	fill(src.p, n, 38);
-	memset(dst.p, 0, n);
-	ASSERT_TRUE(qdisc.set("netem delay " + std::to_string(held.count()) +
-			      "ms limit 10000"));
-	ASSERT_EQ(post_recv(qb.qp, {dst.sge()}, 1), 0);
-	const auto posted = std::chrono::steady_clock::now();
-	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n, 2)), 0);
-	std::this_thread::sleep_for(built);
-	src.deregister();
-	// Had nothing waited, the packets would still be in the qdisc.
-	EXPECT_GE(std::chrono::steady_clock::now() - posted, held);
-	// The buffer is the application's again.
-	fill(src.p, n, 39);
-
-	ibv_wc wc = poll1(qa.scq, limit(Ms(60000)));
-	EXPECT_TRUE(wc.status == IBV_WC_SUCCESS ||
-		    wc.status == IBV_WC_LOC_PROT_ERR)
-		<< describe(wc);
-	wc = poll1(qb.rcq, limit(Ms(60000)));
-	EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RECV);
-	EXPECT_TRUE(has_pattern(dst.p, n, 38));
+	expect_held_send_unchanged(A(), B(), qdisc, 38,
+				   [](Buf &src) { src.deregister(); });
 }
 
 } // namespace

@@ -396,33 +396,12 @@ TEST_F(Rereg, WaitsForPacketsHeldInAQdisc)
 	Qdisc qdisc;
 	if (!qdisc.available())
 		GTEST_SKIP() << "METAROCE_VERBS_QDISC_A not set";
-	const size_t n = 64 << 10;
-	const Ms built = limit(Ms(100)), held = 4 * built;
-	Qp qa(A()), qb(B());
-	connect(qa, qb);
-	Buf src(A().pd, n), dst(B().pd, n);
-	Buf other(n);
-	fill(src.p, n, 73);
-	memset(dst.p, 0, n);
-	ASSERT_TRUE(qdisc.set("netem delay " + std::to_string(held.count()) +
-			      "ms limit 10000"));
-	ASSERT_EQ(post_recv(qb.qp, {dst.sge()}, 1), 0);
-	const auto posted = std::chrono::steady_clock::now();
-	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n, 2)), 0);
-	std::this_thread::sleep_for(built);
-	ASSERT_EQ(ibv_rereg_mr(src.mr, IBV_REREG_MR_CHANGE_TRANSLATION,
-			       nullptr, other.p, n, 0), 0)
-		<< errstr(errno);
-	EXPECT_GE(std::chrono::steady_clock::now() - posted, held);
-	fill(src.p, n, 74);
-
-	ibv_wc wc = poll1(qa.scq, limit(Ms(60000)));
-	EXPECT_TRUE(wc.status == IBV_WC_SUCCESS ||
-		    wc.status == IBV_WC_LOC_PROT_ERR)
-		<< describe(wc);
-	wc = poll1(qb.rcq, limit(Ms(60000)));
-	EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RECV);
-	EXPECT_TRUE(has_pattern(dst.p, n, 73));
+	Buf other(64 << 10);
+	expect_held_send_unchanged(A(), B(), qdisc, 73, [&](Buf &src) {
+		ASSERT_EQ(ibv_rereg_mr(src.mr, IBV_REREG_MR_CHANGE_TRANSLATION,
+				       nullptr, other.p, 64 << 10, 0), 0)
+			<< errstr(errno);
+	});
 }
 
 } // namespace

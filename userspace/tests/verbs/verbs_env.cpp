@@ -932,4 +932,37 @@ ibv_cq *ChannelTest::next_event(Ms timeout)
 	}
 }
 
+void expect_held_send_unchanged(Ctx &a, Ctx &b, Qdisc &qdisc, int seed,
+				const std::function<void(Buf &src)> &revoke)
+{
+	// Above the copy break and inside the first window: every packet is
+	// built (from the MR's pages) and queued before @revoke.
+	const size_t n = 64 << 10;
+	const Ms built = limit(Ms(100)), held = 4 * built;
+	Qp qa(a), qb(b);
+	connect(qa, qb);
+	Buf src(a.pd, n), dst(b.pd, n);
+	fill(src.p, n, seed);
+	memset(dst.p, 0, n);
+	ASSERT_TRUE(qdisc.set("netem delay " + std::to_string(held.count()) +
+			      "ms limit 10000"));
+	ASSERT_EQ(post_recv(qb.qp, {dst.sge()}, 1), 0);
+	const auto posted = std::chrono::steady_clock::now();
+	ASSERT_EQ(post_send(qa.qp, send_wr(src, 0, n, 2)), 0);
+	std::this_thread::sleep_for(built);
+	revoke(src);
+	// Had nothing waited, the packets would still be in the qdisc.
+	EXPECT_GE(std::chrono::steady_clock::now() - posted, held);
+	// The buffer is the application's again.
+	fill(src.p, n, seed + 1);
+
+	ibv_wc wc = poll1(qa.scq, limit(Ms(60000)));
+	EXPECT_TRUE(wc.status == IBV_WC_SUCCESS ||
+		    wc.status == IBV_WC_LOC_PROT_ERR)
+		<< describe(wc);
+	wc = poll1(qb.rcq, limit(Ms(60000)));
+	EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_TRUE(has_pattern(dst.p, n, seed));
+}
+
 } // namespace mrt

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -356,5 +357,12 @@ inline Wr send_wr(const Buf &src, size_t soff, size_t len, uint64_t wr_id = 0)
 {
 	return {.op = IBV_WR_SEND, .sges = {src.sge(soff, len)}, .wr_id = wr_id};
 }
+
+// A 64 KiB zero-copy SEND from @a to @b (filled with @seed) whose packets a
+// netem qdisc on @a holds while @revoke runs on its source buffer; then the
+// application writes @seed + 1 into that buffer. @revoke must wait for the
+// packets to leave: @b receives @seed's bytes, never the later ones.
+void expect_held_send_unchanged(Ctx &a, Ctx &b, Qdisc &qdisc, int seed,
+				const std::function<void(Buf &src)> &revoke);
 
 } // namespace mrt
