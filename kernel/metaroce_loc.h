@@ -65,7 +65,8 @@ struct metaroce_mr *metaroce_mw_resolve(struct metaroce_qp *qp, u32 rkey,
 struct metaroce_mw_bind *metaroce_mw_access_lock(const struct metaroce_mr *mr,
 						 u32 key, u64 addr, u64 len,
 						 int access,
-						 unsigned long *flags);
+						 unsigned long *flags)
+	__acquires(mr);
 
 /* metaroce_mr.c */
 struct ib_mr *metaroce_get_dma_mr(struct ib_pd *ibpd, int access);

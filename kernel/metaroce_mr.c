@@ -148,6 +148,7 @@ struct mr_access {
  */
 static bool mr_access_begin(const struct metaroce_mr *mr, u32 key, u64 addr,
 			    u32 len, int access, struct mr_access *a)
+	__acquires(RCU) __acquires(a)
 {
 	rcu_read_lock();
 	a->mw = NULL;
@@ -156,8 +157,10 @@ static bool mr_access_begin(const struct metaroce_mr *mr, u32 key, u64 addr,
 						&a->flags);
 		return a->mw && !metaroce_mr_revoked(mr);
 	}
-	if (!mr->fr)
+	if (!mr->fr) {
+		__acquire(a);	/* for sparse: an access, with no lock */
 		return !metaroce_mr_revoked(mr);
+	}
 	spin_lock_irqsave(&mr->fr->lock, a->flags);
 	return !metaroce_mr_revoked(mr) && mr->fr->valid && mr->key == key &&
 	       mr_covers(mr, addr, len);
@@ -165,11 +168,14 @@ static bool mr_access_begin(const struct metaroce_mr *mr, u32 key, u64 addr,
 
 static void mr_access_end(const struct metaroce_mr *mr, u32 key,
 			  struct mr_access *a)
+	__releases(a) __releases(RCU)
 {
 	if (a->mw)
 		spin_unlock_irqrestore(&a->mw->lock, a->flags);
 	else if (mr->fr && !metaroce_key_is_mw(key))
 		spin_unlock_irqrestore(&mr->fr->lock, a->flags);
+	else
+		__release(a);	/* an access that took no lock */
 	rcu_read_unlock();
 }
 

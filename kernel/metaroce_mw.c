@@ -316,15 +316,22 @@ struct metaroce_mw_bind *metaroce_mw_access_lock(const struct metaroce_mr *mr,
 						 u32 key, u64 addr, u64 len,
 						 int access,
 						 unsigned long *flags)
+	__acquires(mr)
 {
 	struct metaroce_mw_bind *b = xa_load(&mr->mdev->mws, mw_index(key));
 
-	if (!b)
-		return NULL;
-	spin_lock_irqsave(&b->lock, *flags);
-	if (b->bound && b->rkey == key && b->mr == mr &&
-	    (b->access & access) == access && window_covers(b, addr, len))
-		return b;
-	spin_unlock_irqrestore(&b->lock, *flags);
+	if (b) {
+		spin_lock_irqsave(&b->lock, *flags);
+		if (b->bound && b->rkey == key && b->mr == mr &&
+		    (b->access & access) == access &&
+		    window_covers(b, addr, len))
+			return b;
+		spin_unlock_irqrestore(&b->lock, *flags);
+	}
+	/*
+	 * For sparse, an access starts either way: mr_access_end() ends the
+	 * ones that found no binding without unlocking anything.
+	 */
+	__acquire(mr);
 	return NULL;
 }
