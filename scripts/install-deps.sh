@@ -25,6 +25,13 @@ packages=(
 	build-essential cmake googletest libgtest-dev libclang-rt-14-dev
 	# benchmarks and plots
 	iperf3 gnuplot-nox
+	# building for other kernels (scripts/build-for-kernel.sh)
+	rsync
+	# Debian packages (make deb) and their install test: DKMS, lintian
+	debhelper dh-dkms dkms lintian fakeroot openssl
+	# the in-tree build (scripts/intree-build.sh): the kernel source and
+	# what its build needs, and sparse
+	linux-source-6.1 flex bison bc libssl-dev sparse
 )
 
 missing=()
