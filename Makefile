@@ -10,6 +10,8 @@
 #   make run        the main job: ib_write_bw over MetaRoCE between two hosts
 #   make bench      MetaRoCE against the kernel's rxe, side by side
 #   make install / uninstall
+#   make deb        Debian packages (metaroce-dkms, ibverbs-provider-metaroce,
+#                   metaroce-tools) in $(BUILD)/deb, checked by lintian
 #
 # Variables: KVER / KDIR (target kernel), WERROR=1 (warnings are errors),
 # BUILD (build directory, default ./build).
@@ -61,6 +63,10 @@ install: all
 	cmake --install $(CMAKE_BUILD)
 	$(MAKE) -C ebpf BUILD=$(BUILD)/ebpf install
 
+# Debian packages, built from a clean copy of the tree (scripts/build-deb.sh).
+deb:
+	scripts/build-deb.sh $(BUILD)/deb
+
 uninstall:
 	rm -f /lib/modules/$(KVER)/updates/metaroce.ko
 	depmod -a $(KVER)
@@ -104,5 +110,5 @@ clean:
 	$(MAKE) -C selftests/metaroce/ktest KDIR=$(KDIR) clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel kernel-6.12 check-vm-6.12 userspace ebpf install uninstall check check-host \
+.PHONY: all deps deb kernel kernel-6.12 check-vm-6.12 userspace ebpf install uninstall check check-host \
 	check-vm check-vm-debug debug-kernel run bench clean
