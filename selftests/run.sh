@@ -48,6 +48,7 @@ SUITES=(
 	"xfrm:1:0:selftests/metaroce/xfrm.sh"
 	"fuzz:1:0:selftests/metaroce/fuzz.sh"
 	"teardown:1:0:selftests/metaroce/teardown.sh"
+	"package:1:0:selftests/metaroce/package.sh"
 )
 
 installed=
@@ -129,7 +130,7 @@ suite_timeout=${SUITE_TIMEOUT:-$([[ -z $distro ]] && echo 3600 || echo 900)}
 
 passed=0
 failed=0
-logdir=$BUILD/selftests
+logdir=$BUILD/selftests${other_kver:+-$other_kver}
 mkdir -p "$logdir"
 
 # The emulated NIC (QEMU 7.2's virtio-net over -netdev dgram) now and then
@@ -144,13 +145,20 @@ nic_stalled() {
 
 run_suite() {
 	local name=$1 vms=$2 links=$3 script=$4 log=$logdir/$1.log rc
-	local p f attempt
+	local p f attempt env=("${vm_env[@]}")
 
+	if [[ $name == package ]]; then
+		package_env || {
+			failed=$((failed + 1))
+			return
+		}
+		env=("${package_vm_env[@]}")
+	fi
 	for attempt in 1 2; do
 		echo "=== $name ($vms VM$( ((vms > 1)) && echo s))"
 		selftests/vm/vmrun --vms "$vms" ${links:+--links "$links"} \
 			"${kernel_args[@]}" \
-			--timeout "$suite_timeout" "${vm_env[@]}" -- \
+			--timeout "$suite_timeout" "${env[@]}" -- \
 			"$script" 2>&1 | tee "$log"
 		rc=${PIPESTATUS[0]}
 		# Count TAP results (with two VMs, each VM reports its own).
@@ -169,6 +177,43 @@ run_suite() {
 	done
 	passed=$((passed + p))
 	failed=$((failed + f))
+	[[ $name == package ]] && package_purge
+}
+
+# package_purge: dpkg --purge from the package suite's root, on the host
+# (scripts/package-root.sh purge), and its checks that nothing is left.
+package_purge() {
+	local log=$logdir/package-purge.log
+	echo "=== package: purge (host)"
+	scripts/package-root.sh purge "$BUILD/package-root" 2>&1 | tee "$log"
+	passed=$((passed + $(grep -cE '^ok [0-9]+' "$log")))
+	if ! grep -qE '^ok [0-9]+' "$log" || grep -qE '^not ok [0-9]+' "$log"; then
+		failed=$((failed + $(grep -cE '^not ok [0-9]+' "$log")))
+		grep -qE '^(not )?ok [0-9]+' "$log" || failed=$((failed + 1))
+	fi
+}
+
+# package_env: the package suite tests what the Debian packages install,
+# not the build tree: the packages (make deb, built here if missing) are
+# installed into an overlay root on the host (scripts/package-root.sh, where
+# DKMS builds the module natively, not under emulation), and the VM stacks
+# that root's upper layers over its own (PACKAGE_ROOT). Sets package_vm_env.
+package_env() {
+	local debs=$BUILD/deb root=$BUILD/package-root
+	package_vm_env=()
+	if ! compgen -G "$debs/metaroce-dkms_*.deb" >/dev/null; then
+		scripts/build-deb.sh "$debs" >"$logdir/package-deb.log" 2>&1 || {
+			tail -n 20 "$logdir/package-deb.log"
+			echo "not ok - package: make deb failed (log: $logdir/package-deb.log)"
+			return 1
+		}
+	fi
+	scripts/package-root.sh install "$debs" "$root" >"$logdir/package-root.log" 2>&1 || {
+		tail -n 30 "$logdir/package-root.log"
+		echo "not ok - package: installing the packages into $root failed (log: $logdir/package-root.log)"
+		return 1
+	}
+	package_vm_env=(--env "PACKAGE_ROOT=$root/upper")
 }
 
 # run_batch NAME:SCRIPT...: the one-VM suites given in one VM
@@ -221,7 +266,7 @@ for suite in "${SUITES[@]}"; do
 		continue
 	fi
 	((links == 0)) && links=
-	if [[ -z $distro && $vms == 1 ]]; then
+	if [[ -z $distro && $vms == 1 && $name != package ]]; then
 		batch+=("$name:$script")
 		continue
 	fi
