@@ -4,7 +4,11 @@
 #      report scan of the VM tests on sample logs)
 #   2. libsoftmetaroce under AddressSanitizer and UBSan (clang), and the
 #      codec fuzzer for a bounded time (CHECK_FUZZ_SECONDS, default 30)
-#   3. the VM selftests (selftests/run.sh), which boot Debian's kernel
+#   3. the Debian packages (make deb, lintian clean) and the in-tree build
+#      of the driver in linux-source-6.1 (W=1, sparse)
+#   4. the VM selftests (selftests/run.sh), which boot Debian's 6.1 (the
+#      package suite among them), then a subset on Debian's 6.12
+#      (CHECK_612_SUITES; none when its headers are not installed)
 # Pass --installed to test what "make install" put on the host.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,14 +80,45 @@ else
 	count 0 1
 fi
 
+echo "=== Debian packages (make deb, lintian)"
+if scripts/build-deb.sh "$BUILD/deb" >"$BUILD/deb.log" 2>&1; then
+	grep -E '\.deb$' "$BUILD/deb.log"
+	echo "ok - make deb: packages built, lintian reports no error or warning"
+	count 1 0
+else
+	tail -n 30 "$BUILD/deb.log"
+	echo "not ok - make deb (log: $BUILD/deb.log)"
+	count 0 1
+fi
+
+echo "=== in-tree build (linux-source-6.1, W=1, sparse)"
+scripts/intree-build.sh "$BUILD/intree.log" | tee "$BUILD/intree.out"
+count "$(grep -cE '^ok ' "$BUILD/intree.out")" "$(grep -cE '^not ok ' "$BUILD/intree.out")"
+
+# selftests_counts LOG: add run.sh's summary line of LOG to the totals.
+selftests_counts() {
+	local line
+	line=$(grep -E '^selftests: [0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+	if [[ -n $line ]]; then
+		count $(sed -E 's/selftests: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+	else
+		count 0 1
+	fi
+}
+
 echo "=== VM selftests"
 selftests/run.sh "$@" | tee "$BUILD/selftests.log"
-line=$(grep -E '^selftests: [0-9]+ passed, [0-9]+ failed' "$BUILD/selftests.log" |
-	tail -n 1)
-if [[ -n $line ]]; then
-	count $(sed -E 's/selftests: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
-else
-	count 0 1
+selftests_counts "$BUILD/selftests.log"
+
+kver_612=$(dpkg-query -W -f='${Depends}' linux-headers-6.12-amd64 2>/dev/null |
+	sed -n 's/^linux-headers-\([^ ,|]*\).*/\1/p')
+if [[ -n $kver_612 ]]; then
+	echo "=== VM selftests on Debian's 6.12 ($kver_612)"
+	# shellcheck disable=SC2086 # a list of suite names
+	selftests/run.sh "$@" --kver "$kver_612" \
+		${CHECK_612_SUITES:-device verbs perftest-netns loss} |
+		tee "$BUILD/selftests-6.12.log"
+	selftests_counts "$BUILD/selftests-6.12.log"
 fi
 
 echo "check: $passed passed, $failed failed"
