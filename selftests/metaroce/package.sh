@@ -42,6 +42,10 @@ mount_package_root() {
 	done
 	mount -t tmpfs -o mode=1777 tmpfs /var/tmp
 	mount -t tmpfs -o mode=0755 tmpfs /var/log
+	# A "make install" on the host (CI runs one) put the tools in
+	# /usr/local/bin, ahead of /usr/bin in PATH: hide them, in the fresh
+	# layer only, so that what runs here is what the packages installed.
+	rm -fv /usr/local/bin/metaroce-* /usr/local/sbin/metaroce-*
 }
 
 test_installed() {
@@ -125,7 +129,10 @@ xfer() {
 }
 
 test_transfer() {
-	[[ $(command -v metaroce-xfer) == /usr/bin/metaroce-xfer ]]
+	local path
+	path=$(command -v metaroce-xfer) || true
+	echo "metaroce-xfer: ${path:-not found}"
+	[[ $path == /usr/bin/metaroce-xfer ]]
 	xfer write 18500
 	xfer read 18501
 	xfer send 18502
