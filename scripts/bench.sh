@@ -12,6 +12,10 @@
 #
 #   BENCH_REPS=3 BENCH_DURATION=8 BENCH_LOSSES="0.1 1 5 10" scripts/bench.sh
 #   BENCH_LOSSES= scripts/bench.sh        # clean link only
+#
+# Then what people run on RDMA (UCX, Open MPI, libfabric, qperf, NVMe over
+# RDMA: the consumers and nvme suites) on mr0 and rxe0 side by side, into
+# docs/results/consumers.md (BENCH_CONSUMERS=0 leaves it out).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
@@ -42,4 +46,20 @@ for rep in $(seq "$reps"); do
 done
 mkdir -p "$OUT"
 /usr/bin/python3 scripts/bench_report.py "$run_dir/bench-results.txt" "$OUT"
+
+if [[ ${BENCH_CONSUMERS:-1} != 0 ]]; then
+	echo "== consumers and NVMe over RDMA, mr0 and rxe0 side by side"
+	RXE_BASELINE=1 selftests/run.sh "$@" \
+		consumers nvme | tee "$run_dir/consumers.log" |
+		grep -E '^(\[vm1\] )?(not ok|ok|selftests:)' || true
+	{
+		echo "# Consumers on mr0 and rxe0, side by side"
+		echo
+		echo "From \`make bench\` ($(date -u +%Y-%m-%d)): the consumers and nvme suites"
+		echo "with RXE_BASELINE=1, one run, two VMs under QEMU TCG. \"fails\": no figure."
+		sed -n 's/^\[vm1\] # \(|.*|\)$/\1/p' "$run_dir/consumers.log" |
+			awk '/^\| test \|/ { print "" } { print }'
+	} >"$OUT/consumers.md"
+	echo "== wrote $OUT/consumers.md"
+fi
 rm -rf "$run_dir"

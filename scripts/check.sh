@@ -8,7 +8,10 @@
 #      of the driver in linux-source-6.1 (W=1, sparse)
 #   4. the VM selftests (selftests/run.sh), which boot Debian's 6.1 (the
 #      package suite among them), then a subset on Debian's 6.12
-#      (CHECK_612_SUITES; none when its headers are not installed)
+#      (CHECK_612_SUITES; none when its headers are not installed). The
+#      consumers and nvme suites run on mr0 only (RXE_BASELINE=0): make
+#      bench runs them on mr0 and rxe side by side.
+# Each section's heading says when it started (minutes:seconds into check).
 # Pass --installed to test what "make install" put on the host.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +21,12 @@ cd "$TOP"
 
 passed=0
 failed=0
+export RXE_BASELINE=${RXE_BASELINE:-0}
+
+# section NAME: a heading with the time since check started.
+section() {
+	printf '=== %s [%d:%02d]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60))
+}
 
 # count PASSED FAILED: add to the totals.
 count() {
@@ -39,17 +48,17 @@ ctest_counts() {
 	echo "$((total - fail)) $fail"
 }
 
-echo "=== host unit tests"
+section "host unit tests"
 (cd "$BUILD/userspace" && ctest --output-on-failure -j "$JOBS") 2>&1 |
 	tee "$BUILD/ctest.log"
 count $(ctest_counts "$BUILD/ctest.log")
 
-echo "=== kernel report scan (the VM tests' dmesg rules, on sample logs)"
+section "kernel report scan (the VM tests' dmesg rules, on sample logs)"
 selftests/vm/test-bench.sh --host 2>&1 | tee "$BUILD/test-bench.log"
 count "$(grep -cE '^ok [0-9]+' "$BUILD/test-bench.log")" \
 	"$(grep -cE '^not ok [0-9]+' "$BUILD/test-bench.log")"
 
-echo "=== libsoftmetaroce with ASan and UBSan (clang), codec fuzzer"
+section "libsoftmetaroce with ASan and UBSan (clang), codec fuzzer"
 san=$BUILD/sanitize
 if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 	-DMETAROCE_FUZZ=ON -DMETAROCE_WERROR=ON >"$BUILD/sanitize.log" 2>&1 &&
@@ -80,7 +89,7 @@ else
 	count 0 1
 fi
 
-echo "=== Debian packages (make deb, lintian)"
+section "Debian packages (make deb, lintian)"
 if scripts/build-deb.sh "$BUILD/deb" >"$BUILD/deb.log" 2>&1; then
 	grep -E '\.deb$' "$BUILD/deb.log"
 	echo "ok - make deb: packages built, lintian reports no error or warning"
@@ -91,7 +100,7 @@ else
 	count 0 1
 fi
 
-echo "=== in-tree build (linux-source-6.1, W=1, sparse)"
+section "in-tree build (linux-source-6.1, W=1, sparse)"
 scripts/intree-build.sh "$BUILD/intree.log" | tee "$BUILD/intree.out"
 count "$(grep -cE '^ok ' "$BUILD/intree.out")" "$(grep -cE '^not ok ' "$BUILD/intree.out")"
 
@@ -106,14 +115,14 @@ selftests_counts() {
 	fi
 }
 
-echo "=== VM selftests"
+section "VM selftests"
 selftests/run.sh "$@" | tee "$BUILD/selftests.log"
 selftests_counts "$BUILD/selftests.log"
 
 kver_612=$(dpkg-query -W -f='${Depends}' linux-headers-6.12-amd64 2>/dev/null |
 	sed -n 's/^linux-headers-\([^ ,|]*\).*/\1/p')
 if [[ -n $kver_612 ]]; then
-	echo "=== VM selftests on Debian's 6.12 ($kver_612)"
+	section "VM selftests on Debian's 6.12 ($kver_612)"
 	# shellcheck disable=SC2086 # a list of suite names
 	selftests/run.sh "$@" --kver "$kver_612" \
 		${CHECK_612_SUITES:-device verbs perftest-netns loss} |
@@ -121,5 +130,6 @@ if [[ -n $kver_612 ]]; then
 	selftests_counts "$BUILD/selftests-6.12.log"
 fi
 
+section "end"
 echo "check: $passed passed, $failed failed"
 ((failed == 0))

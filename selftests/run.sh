@@ -120,8 +120,10 @@ if [[ -z $installed ]]; then
 	vm_env+=(--env "METAROCE_KO=$ko"
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")
 fi
-# The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600 for a long run.
-for v in FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
+# The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600
+# for a long run; RXE_BASELINE=0 runs consumers and nvme on mr0 only
+# (selftests/metaroce/side_by_side.sh).
+for v in RXE_BASELINE FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
 	[[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}")
 done
 

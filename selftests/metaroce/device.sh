@@ -200,7 +200,7 @@ test_load_unload_cycles() {
 	metaroce_load
 }
 
-ADD_DELETE_CYCLES=$(repeat_count 50)
+ADD_DELETE_CYCLES=$(repeat_count 25)
 LOAD_UNLOAD_CYCLES=$(repeat_count 20)
 tap_plan 20
 run_test "module loads" test_load

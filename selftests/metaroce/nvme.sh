@@ -10,8 +10,9 @@
 #
 # Two VMs joined by two links (vmrun --vms 2 --links 2): mr0 on link 0, rxe0
 # on link 1, each with its own subsystem and port (VM 0's address on the
-# device's link, port 4420). Every step runs on mr0 and then on rxe0. mr0
-# must pass; an rxe0 step that fails is reported as a skip that says why.
+# device's link, port 4420). Every step runs on mr0 and then, unless
+# RXE_BASELINE=0 (make check), on rxe0. mr0 must pass; an rxe0 step that
+# fails is reported as a skip that says why.
 # A step runs in one VM; the other waits for its exit status and reports it
 # too, so both VMs fail a failed step. fio's exit status, its error count
 # and the amount it wrote and read back decide a fio step; fio, nvme connect
@@ -34,7 +35,6 @@ source "$(dirname "$0")/side_by_side.sh"
 slow=$([[ -n $METAROCE_DEBUG_KERNEL ]] && echo 6 || echo 1)
 TIMEOUT=${NVME_TIMEOUT:-$((150 * slow))}
 LOSSY_TIMEOUT=${NVME_LOSSY_TIMEOUT:-$((120 * slow))}
-DEVS=(mr0 rxe0)
 FIGURES=$VM_SCRATCH/nvme-figures.txt
 NVMET=/sys/kernel/config/nvmet
 # One host identity per VM, so that the target sees the same host each time.
