@@ -12,6 +12,8 @@
 #
 # Files in /scratch/vmN/ (N = VM index; /scratch is the host run directory):
 #   config.sh          written by vmrun: VM_* settings, script, args, env
+#   started            written here as the script starts (a VM without it
+#                      crashed while booting)
 #   status             written here: the script's exit status
 #   dmesg.txt          written here: the whole kernel log after the script
 #   dmesg-reports.txt  written here: kernel report lines found in it (if any)
@@ -81,6 +83,7 @@ cd "$VM_CWD" || {
 	log "cannot cd to $VM_CWD, using /"
 	cd /
 }
+echo started >"$OUT/started"
 # `timeout` (without --foreground) runs the script in its own process group
 # and kills the whole group: the guest stops the script a bit before the host
 # kills QEMU, so that dmesg is still saved.  Then sysrq-w logs blocked tasks.
