@@ -8,9 +8,9 @@
 #      of the driver in linux-source-6.1 (W=1, sparse)
 #   4. the VM selftests (selftests/run.sh), which boot Debian's 6.1 (the
 #      package suite among them), then a subset on Debian's 6.12
-#      (CHECK_612_SUITES; none when its headers are not installed). The
-#      consumers and nvme suites run on mr0 only (RXE_BASELINE=0): make
-#      bench runs them on mr0 and rxe side by side.
+#      (CHECK_612_SUITES; none when its headers are not installed).
+#      RXE_BASELINE=0 runs consumers and nvme on mr0 only, not also on rxe
+#      (a quicker run; CI runs both).
 # Each section's heading says when it started (minutes:seconds into check).
 # Pass --installed to test what "make install" put on the host.
 set -uo pipefail
@@ -21,7 +21,6 @@ cd "$TOP"
 
 passed=0
 failed=0
-export RXE_BASELINE=${RXE_BASELINE:-0}
 
 # section NAME: a heading with the time since check started.
 section() {

@@ -10,7 +10,7 @@
 # Two VMs joined by two links (vmrun --vms 2 --links 2): mr0 on link 0, rxe0
 # on link 1, so that rdma_cm finds each device by its own address. VM 0
 # serves, VM 1 connects. Every program runs on mr0 and then, unless
-# RXE_BASELINE=0 (make check), on rxe0 with the same arguments. mr0 must
+# RXE_BASELINE=0, on rxe0 with the same arguments. mr0 must
 # pass; an rxe0 run that fails is reported as a skip that says why (the
 # table in docs/compatibility.md shows both; make bench runs them).
 # Each run's figure (bandwidth, latency) is printed as "# figure: DEV TEST

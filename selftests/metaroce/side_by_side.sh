@@ -7,8 +7,7 @@
 # collects the figures ("DEV TEST VALUE UNIT" lines).
 #
 # The programs run on mr0, then on rxe0 as the baseline. RXE_BASELINE=0
-# (make check) runs them on mr0 only: the side-by-side comparison is make
-# bench's (scripts/bench.sh), and rxe under loss costs minutes.
+# runs them on mr0 only, for a quicker run (rxe's half costs minutes).
 
 # The devices the programs run on.
 DEVS=(mr0)
