@@ -509,9 +509,16 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	if (!read_slot_free(resp, qp, pkt->psn))
 		return RX_DROPPED;
 
-	mr = metaroce_rkey_get(qp, pkt->rreq.rkey, pkt->rreq.va, pkt->rreq.len,
-			       IB_ACCESS_REMOTE_READ);
-	if (!mr || !qp_allows(qp, IB_ACCESS_REMOTE_READ)) {
+	/*
+	 * IBA C9-88: a zero-length READ names no memory, so its R_Key and
+	 * address are not checked (its response copies nothing); the QP's
+	 * remote-read right still is.
+	 */
+	mr = NULL;
+	if (pkt->rreq.len)
+		mr = metaroce_rkey_get(qp, pkt->rreq.rkey, pkt->rreq.va,
+				       pkt->rreq.len, IB_ACCESS_REMOTE_READ);
+	if ((pkt->rreq.len && !mr) || !qp_allows(qp, IB_ACCESS_REMOTE_READ)) {
 		if (mr)
 			metaroce_mr_put(mr);
 		if (duplicate)

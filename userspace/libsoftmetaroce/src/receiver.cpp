@@ -230,8 +230,9 @@ void Receiver::handle_read_request(const Packet& packet, TimeUs now) {
         send_ack(Syndrome::Ack, 0, 0, now);
         return;
     }
-    if (memory_.check(request.rkey, request.va, request.len, access::kRemoteRead) !=
-        AccessResult::Ok) {
+    // A zero-length READ names no memory either: its key and address are not checked.
+    if (request.len != 0 && memory_.check(request.rkey, request.va, request.len,
+                                          access::kRemoteRead) != AccessResult::Ok) {
         if (started_behind) {
             ++counters_.duplicate_reads_unknown;
             return;
@@ -554,8 +555,8 @@ void Receiver::execute_ready_reads(TimeUs now) {
 void Receiver::execute_read(const PendingRead& read, bool again, TimeUs now) {
     const ReadReq& request = read.request;
     std::vector<std::uint8_t> data;
-    if (memory_.read(request.rkey, request.va, request.len, access::kRemoteRead, data) !=
-        AccessResult::Ok) {
+    if (request.len != 0 && memory_.read(request.rkey, request.va, request.len, access::kRemoteRead,
+                                         data) != AccessResult::Ok) {
         // The region went away between acceptance and execution: refused as for a bad key,
         // at the PSN of the response that would have carried it (section 6).
         ++counters_.access_naks;

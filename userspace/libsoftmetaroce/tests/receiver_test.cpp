@@ -401,6 +401,21 @@ TEST_F(ReceiverTest, ReadRequestInOrderIsAnsweredAtOnce) {
     EXPECT_EQ(responses[2].payload.size(), len - 2 * kMtu);
 }
 
+// protocol.md section 6: a zero-length READ names no memory, as a zero-length WRITE: answered
+// with one empty response whatever its key and address.
+TEST_F(ReceiverTest, ZeroLengthReadNeedsNoKey) {
+    deliver(read_request(100, 0, 0, 0, 4));
+    const auto out = sent();
+    const auto responses = of_opcode(out, Opcode::ReadResponse);
+    ASSERT_EQ(responses.size(), 1u);
+    EXPECT_TRUE(responses[0].payload.empty());
+    EXPECT_TRUE(responses[0].bth.has(kFirst) && responses[0].bth.has(kLast));
+    EXPECT_EQ(responses[0].deth().msg_len, 0u);
+    for (const Packet& a : of_opcode(out, Opcode::Ack)) EXPECT_EQ(a.ack().syndrome, Syndrome::Ack);
+    EXPECT_EQ(rx->window().cum_psn(), 101u);
+    EXPECT_FALSE(rx->in_error());
+}
+
 TEST_F(ReceiverTest, ReadIsDeferredUntilCumPassesAndObservesEarlierWrites) {
     memory.register_region(0x40, 0x40000, 1024, access::kRemoteWrite | access::kRemoteRead);
     // PSN 100: a WRITE into the region, lost for now. PSN 101: a READ of the same bytes.

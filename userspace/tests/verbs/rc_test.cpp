@@ -200,6 +200,25 @@ TEST_P(Rc, ZeroLengthWriteNeedsNoKey)
 		  IBV_WC_REM_ACCESS_ERR);
 }
 
+// The same for a zero-length READ (IBA C9-88): no key or address is
+// checked, only the QP's remote-read right.
+TEST_P(Rc, ZeroLengthReadNeedsNoKey)
+{
+	Qp qa(A()), qb(Peer());
+	connect(qa, qb);
+	ibv_wc wc = run1(qa, {.op = IBV_WR_RDMA_READ, .wr_id = 1, .raddr = 0,
+			      .rkey = 0});
+	EXPECT_WC(wc, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	EXPECT_EQ(wc.byte_len, 0u);
+
+	// Without IBV_ACCESS_REMOTE_READ on the responder: refused.
+	Qp qc(A()), qd(Peer());
+	connect(qc, qd, {.access = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE});
+	EXPECT_WC(run1(qc, {.op = IBV_WR_RDMA_READ, .wr_id = 2}), 2,
+		  IBV_WC_REM_ACCESS_ERR);
+}
+
 TEST_P(Rc, ZeroLengthEverything)
 {
 	Qp qa(A()), qb(Peer());

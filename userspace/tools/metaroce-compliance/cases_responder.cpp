@@ -307,6 +307,26 @@ void read_response_format(Env& env) {
     expect_read_responses(c, all, r, 3, 0x3000, 0, len, 0);
 }
 
+// protocol.md section 6: a zero-length READ names no memory (IBA C9-88): rkey 0 at address 0
+// is answered with one empty response, not a REMOTE_ACCESS NAK.
+void zero_length_read_needs_no_key(Env& env) {
+    Conn c(env);
+    const Psn r = c.rq_psn();
+    c.send(c.read_request(r, 0, 0, 0, 0, 4));
+    auto seen = c.receive_until(
+        [&](const Packet& p) {
+            return p.bth.opcode == Opcode::Ack && p.ack().cum_psn == psn_next(r);
+        },
+        2000);
+    expect(!seen.empty() && seen.back().packet.bth.opcode == Opcode::Ack &&
+               seen.back().packet.ack().syndrome == Syndrome::Ack,
+           "no ACK with cum_psn r + 1");
+    const auto more = c.collect(100);
+    seen.insert(seen.end(), more.begin(), more.end());
+    expect_read_responses(c, seen, r, 1, 0, 0, 0, 4);
+    c.expect_state(IBV_QPS_RTS);
+}
+
 void read_part_response_format(Env& env) {
     Conn c(env);
     const Psn r = c.rq_psn();
@@ -1090,6 +1110,9 @@ std::vector<Case> responder_cases() {
          write_without_rights},
         {"read_bad_rkey", "READ_REQ with an unknown rkey: REMOTE_ACCESS NAK, QP error",
          read_bad_rkey},
+        {"zero_length_read_needs_no_key",
+         "a zero-length READ_REQ with rkey 0 at address 0: one empty response, no NAK",
+         zero_length_read_needs_no_key},
         {"read_out_of_bounds", "READ_REQ past the end of the region: REMOTE_ACCESS NAK, QP error",
          read_out_of_bounds},
         {"read_without_rights",
