@@ -1,7 +1,7 @@
 #!/bin/bash
 # What people run on RDMA, between two VMs, on MetaRoCE and on the kernel's
 # rxe side by side: UCX (ucx_info, ucx_perftest over rc_verbs and ud_verbs,
-# and with UCX's own choice of transports), Open MPI over UCX (a program of
+# UCT's atomics over rc_verbs, and with UCX's own choice of transports), Open MPI over UCX (a program of
 # ours that checks every element it moves, one rank per VM), libibverbs'
 # SRQ pingpong (data checked), qperf over rdma_cm, and libfabric's verbs
 # provider (msg endpoints, and RDM endpoints over ofi_rxm at its default
@@ -128,7 +128,7 @@ ucx() {
 	echo "$final"
 	# The "overall" columns: over the whole run (an "average" is over the
 	# last report interval, and -nan when no iteration ended in it).
-	if [[ $test == *lat ]]; then
+	if [[ $test == *lat || $test == fadd || $test == cswap ]]; then
 		figure "$dev" "ucx_perftest $test $size B ($label)" \
 			"$(awk '{ print $5 }' <<<"$final")" us
 	else
@@ -232,7 +232,7 @@ mpi() {
 		"$(awk '/^ping-pong 1048576 bytes/ { print $4 }' <<<"$out")" us
 }
 
-tap_plan $((1 + 15 * ${#DEVS[@]} + 1))
+tap_plan $((1 + 17 * ${#DEVS[@]} + 1))
 run_test "setup: mr0 on link 0, rxe0 on link 1" setup
 for dev in "${DEVS[@]}"; do
 	run_test "$dev: ucx_info -d lists rc_verbs and ud_verbs" ucx_lists_transports "$dev"
@@ -243,6 +243,10 @@ for dev in "${DEVS[@]}"; do
 	run_test "$dev: ucx_perftest tag_lat 8 B over rc" ucx "$dev" rc tag_lat 8 1000
 	run_test "$dev: ucx_perftest am_lat 8 B, UCT rc_verbs" \
 		ucx "$dev" rc_verbs am_lat 8 1000 -x rc_verbs -d "$dev:1"
+	run_test "$dev: ucx_perftest fadd 8 B, UCT rc_verbs (the device's atomics)" \
+		ucx "$dev" rc_verbs fadd 8 1000 -x rc_verbs -d "$dev:1"
+	run_test "$dev: ucx_perftest cswap 8 B, UCT rc_verbs (the device's atomics)" \
+		ucx "$dev" rc_verbs cswap 8 1000 -x rc_verbs -d "$dev:1"
 	run_test "$dev: ucx_perftest put_bw 64 KiB, UCT rc_verbs" \
 		ucx "$dev" rc_verbs put_bw 65536 500 -x rc_verbs -d "$dev:1" -D zcopy
 	run_test "$dev: ucx_perftest put_bw 64 KiB, UCT rc_verbs, 1% loss each way" \
