@@ -156,7 +156,7 @@ boot_crashed() {
 
 run_suite() {
 	local name=$1 vms=$2 links=$3 script=$4 log=$logdir/$1.log rc
-	local p f attempt env=("${vm_env[@]}")
+	local p f attempt vmrun_failed retry why env=("${vm_env[@]}")
 
 	if [[ $name == package ]]; then
 		package_env || {
@@ -175,24 +175,27 @@ run_suite() {
 		# Count TAP results (with two VMs, each VM reports its own).
 		p=$(grep -cE '^(\[vm[0-9]\] )?ok [0-9]+' "$log")
 		f=$(grep -cE '^(\[vm[0-9]\] )?not ok [0-9]+' "$log")
-		if ((rc != 0 && f == 0)); then
-			# A timeout, a crash or a kernel report after the last test.
-			f=1
-			if ((attempt > 1)) || ! boot_crashed "$log"; then
-				echo "not ok - $name: vmrun exit status $rc"
+		# A timeout, a crash or a kernel report after the last test.
+		vmrun_failed=$((rc != 0 && f == 0))
+		((vmrun_failed)) && f=1
+		retry=
+		if ((f != 0 && attempt == 1)); then
+			if boot_crashed "$log"; then
+				retry=boot-crash
+			elif nic_stalled "$log"; then
+				retry=nic-stall
 			fi
 		fi
-		if ((f == 0 || attempt > 1)); then
-			break
-		elif boot_crashed "$log"; then
-			cp "$log" "$log.boot-crash"
-			echo "# $name: the guest kernel crashed while booting (log kept in $log.boot-crash): running the suite again"
-		elif nic_stalled "$log"; then
-			cp "$log" "$log.nic-stall"
-			echo "# $name: the emulated NIC stopped transmitting (NETDEV WATCHDOG; log kept in $log.nic-stall): running the suite again"
-		else
+		if [[ -z $retry ]]; then
+			((vmrun_failed)) && echo "not ok - $name: vmrun exit status $rc"
 			break
 		fi
+		cp "$log" "$log.$retry"
+		case $retry in
+		boot-crash) why="the guest kernel crashed while booting" ;;
+		nic-stall) why="the emulated NIC stopped transmitting (NETDEV WATCHDOG)" ;;
+		esac
+		echo "# $name: $why (log kept in $log.$retry): running the suite again"
 	done
 	passed=$((passed + p))
 	failed=$((failed + f))

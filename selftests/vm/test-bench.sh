@@ -100,10 +100,23 @@ test_panic() {
 		tee "$WORK/panic.out" || rc=$?
 	[[ $rc == 125 ]]
 	grep -q 'kernel reports on the console' "$WORK/panic.out"
+	! grep -q 'crashed while booting' "$WORK/panic.out"
+}
+
+# A guest that never starts the script (here: no vmrun_init on the kernel
+# command line) is named as crashed while booting (selftests/run.sh runs
+# such a suite once more).
+test_boot_crash() {
+	local rc=0
+	VM_QEMU_ARGS="-append panic=-1" "$VMRUN" --timeout 60 \
+		--keep-scratch "$WORK/boot" -- "$BENCH/exit3.sh" 2>&1 |
+		tee "$WORK/boot.out" || rc=$?
+	[[ $rc == 125 && ! -f $WORK/boot/vm0/started ]]
+	grep -q 'crashed while booting, before the script started' "$WORK/boot.out"
 }
 
 host_only=$([[ ${1:-} == --host ]] && echo 1 || true)
-tap_plan $([[ -n $host_only ]] && echo 2 || echo 8)
+tap_plan $([[ -n $host_only ]] && echo 2 || echo 9)
 run_test "dmesg scan of sample logs" test_dmesg_scan
 run_test "dmesg reports pinned on steps" test_dmesg_by_step
 [[ -n $host_only ]] && { tap_finish; exit; }
@@ -113,4 +126,5 @@ run_test "exit status 3 is passed through" test_exit_status
 run_test "kernel report fails the test and the run" test_kernel_report
 run_test "timeout gives 124" test_timeout
 run_test "kernel panic gives 125" test_panic
+run_test "a guest that never starts the script: crashed while booting, 125" test_boot_crash
 tap_finish
