@@ -1,18 +1,18 @@
 #!/bin/bash
 # What people run on RDMA, between two VMs, on MetaRoCE and on the kernel's
 # rxe side by side: UCX (ucx_info, ucx_perftest over rc_verbs and ud_verbs,
-# UCT's atomics over rc_verbs, and with UCX's own choice of transports), Open MPI over UCX (a program of
-# ours that checks every element it moves, one rank per VM), libibverbs'
-# SRQ pingpong (data checked), qperf over rdma_cm, and libfabric's verbs
-# provider (msg endpoints, and RDM endpoints over ofi_rxm at its default
-# universe size; data checked).
+# UCT's atomics over rc_verbs, and with UCX's own choice of transports),
+# Open MPI over UCX (a program of ours that checks every element it moves,
+# one rank per VM), libibverbs' SRQ pingpong (data checked), qperf over
+# rdma_cm, and libfabric's verbs provider (msg endpoints, and RDM endpoints
+# over ofi_rxm at its default universe size; data checked).
 #
 # Two VMs joined by two links (vmrun --vms 2 --links 2): mr0 on link 0, rxe0
 # on link 1, so that rdma_cm finds each device by its own address. VM 0
 # serves, VM 1 connects. Every program runs on mr0 and then, unless
-# RXE_BASELINE=0, on rxe0 with the same arguments. mr0 must
-# pass; an rxe0 run that fails is reported as a skip that says why (the
-# table in docs/compatibility.md shows both; make bench runs them).
+# RXE_BASELINE=0, on rxe0 with the same arguments. mr0 must pass; an rxe0
+# run that fails is reported as a skip that says why (the table in
+# docs/compatibility.md shows both; make bench runs them).
 # Each run's figure (bandwidth, latency) is printed as "# figure: DEV TEST
 # VALUE UNIT" and collected in $VM_SCRATCH/consumers-figures.txt; the last
 # test prints them as a table.

@@ -11,8 +11,8 @@
 # Two VMs joined by two links (vmrun --vms 2 --links 2): mr0 on link 0, rxe0
 # on link 1, each with its own subsystem and port (VM 0's address on the
 # device's link, port 4420). Every step runs on mr0 and then, unless
-# RXE_BASELINE=0, on rxe0. mr0 must pass; an rxe0 step that
-# fails is reported as a skip that says why.
+# RXE_BASELINE=0, on rxe0. mr0 must pass; an rxe0 step that fails is
+# reported as a skip that says why.
 # A step runs in one VM; the other waits for its exit status and reports it
 # too, so both VMs fail a failed step. fio's exit status, its error count
 # and the amount it wrote and read back decide a fio step; fio, nvme connect

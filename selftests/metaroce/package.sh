@@ -45,7 +45,7 @@ mount_package_root() {
 	# A "make install" on the host (CI runs one) put the tools in
 	# /usr/local/bin, ahead of /usr/bin in PATH: hide them, in the fresh
 	# layer only, so that what runs here is what the packages installed.
-	rm -fv /usr/local/bin/metaroce-* /usr/local/sbin/metaroce-*
+	rm -fv /usr/local/bin/metaroce-*
 }
 
 test_installed() {
