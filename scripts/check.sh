@@ -57,14 +57,14 @@ selftests/vm/test-bench.sh --host 2>&1 | tee "$BUILD/test-bench.log"
 count "$(grep -cE '^ok [0-9]+' "$BUILD/test-bench.log")" \
 	"$(grep -cE '^not ok [0-9]+' "$BUILD/test-bench.log")"
 
-section "libsoftmetaroce with ASan and UBSan (clang), codec fuzzer"
+section "libsoftmetaroce and the transport core with ASan and UBSan (clang), codec fuzzer"
 san=$BUILD/sanitize
 if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 	-DMETAROCE_FUZZ=ON -DMETAROCE_WERROR=ON >"$BUILD/sanitize.log" 2>&1 &&
-	cmake --build "$san" -j "$JOBS" --target softmetaroce_tests \
+	cmake --build "$san" -j "$JOBS" --target softmetaroce_tests mrcore_tests \
 		softmetaroce_codec_fuzz softmetaroce_seed_corpus \
 		softmetaroce_codec_replay >>"$BUILD/sanitize.log" 2>&1; then
-	(cd "$san" && ctest -L softmetaroce -j "$JOBS") 2>&1 |
+	(cd "$san" && ctest -L 'softmetaroce|mrcore' -j "$JOBS") 2>&1 |
 		tee "$BUILD/ctest-sanitize.log" | tail -n 3
 	count $(ctest_counts "$BUILD/ctest-sanitize.log")
 

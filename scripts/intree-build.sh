@@ -61,7 +61,8 @@ drv=$tree/drivers/infiniband/sw/metaroce
 	rsync -a -c --delete --exclude '*.o' --exclude '.*.cmd' \
 		--exclude '*.mod*' --exclude '*.ko' --exclude 'modules.order' \
 		--exclude Kconfig \
-		--include '*.c' --include '*.h' --include Kbuild --include Makefile \
+		--include 'core/' --include '*.c' --include '*.h' \
+		--include Kbuild --include Makefile \
 		--exclude '*' \
 		"$TOP/kernel/" "$drv/"
 	cp "$TOP/Kconfig" "$drv/Kconfig"

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A connection's sending paths (protocol-v2.md section 10, in part): which
+ * path a packet goes on, the connection's window over all of them, the
+ * entropy of a new route.
+ */
+#ifndef MRC_CONN_H
+#define MRC_CONN_H
+
+#include "mrc_path.h"
+
+#define MRC_MAX_PATHS	64
+#define MRC_NO_PATH	(-1)
+
+struct mrc_conn_tx {
+	struct mrc_path_tx *paths;	/* @num_paths of them, the caller's */
+	u32 num_paths;
+	u32 next;		/* where the round robin goes on */
+	u32 limit;		/* packets in flight over all paths; 0: none */
+	u32 rng;		/* xorshift state for new entropy, never 0 */
+};
+
+void mrc_conn_tx_init(struct mrc_conn_tx *conn, struct mrc_path_tx *paths,
+		      u32 num_paths, u32 seed);
+int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now);
+u32 mrc_conn_tx_in_flight(const struct mrc_conn_tx *conn);
+u16 mrc_conn_tx_new_entropy(struct mrc_conn_tx *conn, u32 path);
+u64 mrc_conn_tx_deadline(const struct mrc_conn_tx *conn);
+u64 mrc_conn_tx_retry_at(const struct mrc_conn_tx *conn);
+void mrc_conn_tx_timer(struct mrc_conn_tx *conn, u64 now,
+		       const struct mrc_path_ops *ops, void *ctx);
+
+#endif /* MRC_CONN_H */

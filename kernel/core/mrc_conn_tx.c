@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Spraying over a connection's paths. A packet goes on the path it is
+ * meant for when that path has room (a resend: the path that lost it),
+ * otherwise on the next path round robin that has room. A path whose
+ * window an ECN mark trimmed has room less often, so the next packets go
+ * to clear paths; a failed path has none until its probe.
+ */
+#include "mrc_conn.h"
+
+void mrc_conn_tx_init(struct mrc_conn_tx *conn, struct mrc_path_tx *paths,
+		      u32 num_paths, u32 seed)
+{
+	conn->paths = paths;
+	conn->num_paths = num_paths;
+	conn->next = 0;
+	conn->limit = 0;
+	conn->rng = seed ? seed : 0x6d72;
+}
+
+u32 mrc_conn_tx_in_flight(const struct mrc_conn_tx *conn)
+{
+	u32 i, n = 0;
+
+	for (i = 0; i < conn->num_paths; i++)
+		n += conn->paths[i].in_flight;
+	return n;
+}
+
+/* The path the next packet goes on, or MRC_NO_PATH: none has room. */
+int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now)
+{
+	u32 i;
+
+	if (conn->limit && mrc_conn_tx_in_flight(conn) >= conn->limit)
+		return MRC_NO_PATH;
+	if (preferred >= 0 && (u32)preferred < conn->num_paths &&
+	    mrc_path_tx_can_send(&conn->paths[preferred], now))
+		return preferred;
+	for (i = 0; i < conn->num_paths; i++) {
+		u32 p = (conn->next + i) % conn->num_paths;
+
+		if (mrc_path_tx_can_send(&conn->paths[p], now)) {
+			conn->next = (p + 1) % conn->num_paths;
+			return p;
+		}
+	}
+	return MRC_NO_PATH;
+}
+
+/* A 14-bit entropy value for a new route, other than the path's own. */
+u16 mrc_conn_tx_new_entropy(struct mrc_conn_tx *conn, u32 path)
+{
+	u16 old = conn->paths[path].entropy, e;
+
+	do {
+		conn->rng ^= conn->rng << 13;
+		conn->rng ^= conn->rng >> 17;
+		conn->rng ^= conn->rng << 5;
+		e = conn->rng & 0x3fff;
+	} while (e == old);
+	return e;
+}
+
+u64 mrc_conn_tx_deadline(const struct mrc_conn_tx *conn)
+{
+	u64 next = ~0ULL, d;
+	u32 i;
+
+	for (i = 0; i < conn->num_paths; i++) {
+		d = mrc_path_tx_deadline(&conn->paths[i]);
+		if (d < next)
+			next = d;
+	}
+	return next;
+}
+
+/* When a failed path may probe: for a caller whose data waits for room. */
+u64 mrc_conn_tx_retry_at(const struct mrc_conn_tx *conn)
+{
+	u64 next = ~0ULL, r;
+	u32 i;
+
+	for (i = 0; i < conn->num_paths; i++) {
+		r = mrc_path_tx_retry_at(&conn->paths[i]);
+		if (r < next)
+			next = r;
+	}
+	return next;
+}
+
+void mrc_conn_tx_timer(struct mrc_conn_tx *conn, u64 now,
+		       const struct mrc_path_ops *ops, void *ctx)
+{
+	u32 i;
+
+	for (i = 0; i < conn->num_paths; i++)
+		if (mrc_path_tx_deadline(&conn->paths[i]) <= now)
+			mrc_path_tx_timer(&conn->paths[i], now,
+					  mrc_conn_tx_new_entropy(conn, i),
+					  ops, ctx);
+}

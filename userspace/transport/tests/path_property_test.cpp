@@ -1,0 +1,318 @@
+// Property tests of the path layer over a simulated network: several paths of different delay,
+// random loss, duplication and ACK loss, a path that black-holes until it moves to a new route.
+// Every message must arrive; every ACK must describe exactly what arrived; the sender must never
+// take a transmission for delivered that was not; with no loss nothing may be resent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+extern "C" {
+#include "mrc_conn.h"
+}
+
+namespace {
+
+// A link several paths may share (path p takes link p % links): a FIFO served at one packet per
+// service_us, marking CE past mark_at packets queued and dropping past buffer; 0: unshaped.
+struct Link {
+    u64 service_us = 0;
+    u64 mark_at = 0, buffer = 0;
+};
+
+struct Schedule {
+    std::vector<u64> delay_us;  // one-way delay of each path, both directions
+    std::vector<Link> links;    // empty: every path its own unshaped link
+    double loss = 0, dup = 0, ack_loss = 0;
+    int blackhole_path = -1;  // drops everything until its first new route
+    uint32_t messages = 3000;
+};
+
+struct Packet {
+    u64 at;
+    uint32_t seq, floor;
+    u64 tx_id;
+    bool ce;
+};
+
+struct AckPacket {
+    u64 at;
+    mrc_path_ack ack;
+};
+
+struct Result {
+    u64 resent = 0, spurious = 0, failures = 0, end_us = 0;
+};
+
+class Sim {
+  public:
+    Sim(const Schedule &s, uint32_t seed)
+        : s_(s), rng_(seed), paths_(s.delay_us.size()), tx_(s.delay_us.size()) {
+        for (size_t p = 0; p < paths_.size(); p++) {
+            uint32_t first = rng_();
+            mrc_path_tx_init(&tx_[p], first, uint16_t(p), 32 * MRC_CWND_ONE);
+            mrc_path_rx_init(&paths_[p].rx, first);
+        }
+        mrc_conn_tx_init(&conn_, tx_.data(), u32(paths_.size()), seed);
+        link_free_.assign(s.links.size(), 0);
+        for (uint32_t m = 0; m < s.messages; m++) pending_.push_back({m, MRC_NO_PATH});
+    }
+
+    Result run() {
+        const mrc_path_ops ops = {on_acked, on_lost};
+        u64 now = 0;
+        while (delivered_msgs_.size() < s_.messages || !all_acked()) {
+            if (now > 60'000'000) {
+                ADD_FAILURE() << "no progress: " << delivered_msgs_.size() << " delivered";
+                break;
+            }
+            send_all(now);
+            u64 next = ~0ULL;
+            next = std::min(next, mrc_conn_tx_deadline(&conn_));
+            if (!pending_.empty()) next = std::min(next, mrc_conn_tx_retry_at(&conn_));
+            for (auto &p : paths_) {
+                if (p.rx.ack_due_us) next = std::min(next, p.rx.ack_due_us);
+                if (!p.data.empty()) next = std::min(next, p.data.front().at);
+                if (!p.acks.empty()) next = std::min(next, p.acks.front().at);
+            }
+            if (next == ~0ULL) {
+                ADD_FAILURE() << "nothing to wait for with " << pending_.size() << " pending";
+                break;
+            }
+            if (next <= now && next_was_ == now && ++stuck_ > 1000) {
+                ADD_FAILURE() << "time stands still at " << now << " us";
+                break;
+            }
+            if (next > now) stuck_ = 0;
+            next_was_ = now;
+            now = std::max(now, next);
+            for (size_t i = 0; i < paths_.size(); i++) step(i, now, ops);
+            mrc_conn_tx_timer(&conn_, now, &ops, this);
+        }
+        r_.end_us = now;
+        if (getenv("MRCORE_SIM_VERBOSE"))
+            fprintf(stderr, "sim: %u messages, %zu transmissions, %llu us\n", s_.messages,
+                    txs_.size(), (unsigned long long)now);
+        for (auto &t : tx_) {
+            r_.spurious += t.spurious;
+            r_.failures += t.failures;
+        }
+        return r_;
+    }
+
+  private:
+    struct Path {
+        mrc_path_rx rx;
+        std::deque<Packet> data;
+        std::deque<AckPacket> acks;
+        u64 last_data_at = 0, last_ack_at = 0;
+        std::set<uint32_t> arrived;   // ground truth: sequences that reached the receiver
+        uint32_t max_floor_seen = 0;  // offset form kept with the first sequence below
+        bool floor_seen = false;
+    };
+    struct Tx {
+        uint32_t msg, seq;
+        size_t path;
+    };
+
+    static void on_acked(void *ctx, u64 id) {
+        auto *sim = static_cast<Sim *>(ctx);
+        const Tx &t = sim->txs_.at(id);
+        // Never "acknowledged" unless that very transmission arrived.
+        EXPECT_TRUE(sim->paths_[t.path].arrived.count(t.seq))
+            << "path " << t.path << " seq " << t.seq;
+        sim->acked_msgs_.insert(t.msg);
+    }
+    static void on_lost(void *ctx, u64 id) {
+        auto *sim = static_cast<Sim *>(ctx);
+        const Tx &t = sim->txs_.at(id);
+        sim->r_.resent++;
+        // Resent at once, on the path that lost it unless it has no room.
+        if (!sim->acked_msgs_.count(t.msg)) sim->pending_.push_front({t.msg, int(t.path)});
+    }
+
+    bool all_acked() const { return acked_msgs_.size() == s_.messages; }
+
+    bool drops(size_t p, double rate) {
+        if (int(p) == s_.blackhole_path && tx_[p].route == 0) return true;
+        return std::uniform_real_distribution<>(0, 1)(rng_) < rate;
+    }
+
+    void send_all(u64 now) {
+        while (!pending_.empty()) {
+            auto [msg, preferred] = pending_.front();
+            if (acked_msgs_.count(msg)) {
+                pending_.pop_front();
+                continue;
+            }
+            int p = mrc_conn_tx_pick(&conn_, preferred, now);
+            if (p == MRC_NO_PATH) return;
+            pending_.pop_front();
+            Path &path = paths_[p];
+            u64 id = txs_.size();
+            uint32_t floor = tx_[p].una;
+            uint32_t seq = mrc_path_tx_sent(&tx_[p], id, now);
+            txs_.push_back({msg, seq, size_t(p)});
+            if (drops(p, s_.loss)) continue;
+            bool ce = false;
+            u64 at = now;
+            if (!s_.links.empty()) {
+                // Through the path's link: queued behind what it holds, marked or dropped.
+                size_t l = p % s_.links.size();
+                const Link &link = s_.links[l];
+                u64 start = std::max(now, link_free_[l]);
+                u64 queued = (start - now) / link.service_us;
+                if (queued >= link.buffer) continue;
+                ce = queued >= link.mark_at;
+                link_free_[l] = start + link.service_us;
+                at = link_free_[l];
+            }
+            // A path is one route: it keeps the order it was given.
+            at = std::max(at + s_.delay_us[p] + 1, path.last_data_at);
+            path.last_data_at = at;
+            path.data.push_back({at, seq, floor, id, ce});
+            if (drops(p, 1 - s_.dup)) continue;
+            path.data.push_back({at, seq, floor, id, ce});
+        }
+    }
+
+    void send_ack(size_t p, u64 now) {
+        Path &path = paths_[p];
+        AckPacket a{};
+        mrc_path_rx_ack(&path.rx, &a.ack, now);
+        check_ack(path, a.ack);
+        if (drops(p, s_.ack_loss)) return;
+        a.at = std::max(now + s_.delay_us[p] + 1, path.last_ack_at);
+        path.last_ack_at = a.at;
+        path.acks.push_back(a);
+    }
+
+    // The ACK says exactly what arrived: each bit, and below cum only what arrived or what the
+    // sender had given up (below a floor it sent).
+    void check_ack(const Path &path, const mrc_path_ack &a) {
+        for (uint32_t i = 0; i < MRC_SACK_BITS; i++) {
+            uint32_t q = a.cum + 1 + i;
+            bool bit = a.bits[i / 64] >> (i % 64) & 1;
+            ASSERT_EQ(bit, path.arrived.count(q) == 1) << "seq " << q;
+        }
+        ASSERT_FALSE(path.arrived.count(a.cum));
+        for (uint32_t q = a.cum - 256; q != a.cum; q++) {
+            if (!path.arrived.count(q)) {
+                ASSERT_TRUE(path.floor_seen && mrc_seq_diff(q, path.max_floor_seen) < 0)
+                    << "seq " << q << " below cum neither arrived nor given up";
+            }
+        }
+    }
+
+    void step(size_t p, u64 now, const mrc_path_ops &ops) {
+        Path &path = paths_[p];
+        while (!path.data.empty() && path.data.front().at <= now) {
+            Packet pk = path.data.front();
+            path.data.pop_front();
+            auto verdict = mrc_path_rx_packet(&path.rx, pk.seq, pk.floor, pk.ce, false, now);
+            ASSERT_NE(verdict, MRC_RX_DROP) << "a correct sender went past the map";
+            if (!path.floor_seen || mrc_seq_diff(pk.floor, path.max_floor_seen) > 0)
+                path.max_floor_seen = pk.floor;
+            path.floor_seen = true;
+            bool fresh = path.arrived.insert(pk.seq).second;
+            ASSERT_EQ(fresh, path.rx.duplicates == dups_[p]) << "a copy taken for new or not";
+            dups_[p] = path.rx.duplicates;
+            if (fresh) delivered_msgs_.insert(txs_[pk.tx_id].msg);
+            if (verdict == MRC_RX_ACK_NOW) send_ack(p, now);
+        }
+        if (path.rx.ack_due_us && path.rx.ack_due_us <= now && path.rx.unacked) send_ack(p, now);
+        if (path.rx.ack_due_us && path.rx.ack_due_us <= now) path.rx.ack_due_us = 0;
+        while (!path.acks.empty() && path.acks.front().at <= now) {
+            AckPacket a = path.acks.front();
+            path.acks.pop_front();
+            ASSERT_EQ(mrc_path_tx_ack(&tx_[p], &a.ack, now, &ops, this), MRC_ACK_OK);
+        }
+        ASSERT_LT(tx_[p].next_seq - tx_[p].una, uint32_t{MRC_SACK_BITS});
+    }
+
+    Schedule s_;
+    std::mt19937_64 rng_;
+    std::vector<Path> paths_;
+    std::vector<mrc_path_tx> tx_;  // the connection's paths, as mrc_conn_tx wants them
+    mrc_conn_tx conn_;
+    u64 next_was_ = 0, stuck_ = 0;  // a loop that never moves time on fails, not hangs
+    std::vector<u64> link_free_;    // when each link has sent what it holds
+    std::map<size_t, u64> dups_;
+    std::deque<std::pair<uint32_t, int>> pending_;  // message, the path it should go on
+    std::vector<Tx> txs_;
+    std::set<uint32_t> acked_msgs_, delivered_msgs_;
+    Result r_;
+};
+
+const std::vector<u64> kUnequal = {100, 600, 1100, 2100};
+
+TEST(PathProperty, UnequalDelaysWithoutLossResendNothing) {
+    for (uint32_t seed = 1; seed <= 10; seed++) {
+        Schedule s;
+        s.delay_us = kUnequal;
+        Result r = Sim(s, seed).run();
+        EXPECT_EQ(r.resent, 0u) << "seed " << seed;
+        EXPECT_EQ(r.failures, 0u) << "seed " << seed;
+    }
+}
+
+TEST(PathProperty, RandomLossDuplicationAndAckLossDeliverEverything) {
+    for (double loss : {0.01, 0.05, 0.1, 0.3}) {
+        for (uint32_t seed = 1; seed <= 8; seed++) {
+            Schedule s;
+            s.delay_us = kUnequal;
+            s.loss = loss;
+            s.dup = 0.02;
+            s.ack_loss = loss;
+            Result r = Sim(s, seed).run();
+            EXPECT_GT(r.resent, 0u) << "loss " << loss << " seed " << seed;
+        }
+    }
+}
+
+TEST(PathProperty, ResendsStayNearTheLoss) {
+    // Losses are called by gaps, not by timers: resends should be close to what was dropped.
+    Schedule s;
+    s.delay_us = {100, 100, 100, 100, 100, 100, 100, 100};
+    s.loss = 0.01;
+    s.messages = 20000;
+    Result r = Sim(s, 7).run();
+    EXPECT_LT(r.resent, 20000 * 0.01 * 1.5 + 20);
+    EXPECT_EQ(r.spurious, 0u);
+}
+
+// Four links shaped to one packet per 10 us, marking CE from 20 packets queued: eight paths (two
+// a link) must carry at least 3.6 times what one path does. Per-path windows are what lets a
+// connection fill several paths; one window over all would be trimmed by whichever link marks.
+TEST(PathProperty, EightPathsOverFourShapedLinksCarryNearlyFourTimesOne) {
+    auto run = [](size_t paths) {
+        Schedule s;
+        s.delay_us.assign(paths, 50);
+        s.links.assign(4, Link{10, 20, 200});
+        s.messages = 20000;
+        return Sim(s, 3).run();
+    };
+    Result one = run(1), eight = run(8);
+    double ratio = double(one.end_us) / double(eight.end_us);
+    EXPECT_GE(ratio, 3.6) << "1 path " << one.end_us << " us, 8 paths " << eight.end_us << " us";
+    EXPECT_EQ(eight.failures, 0u);
+}
+
+TEST(PathProperty, ABlackHoledPathFailsMovesAndDeliveryGoesOn) {
+    for (uint32_t seed = 1; seed <= 5; seed++) {
+        Schedule s;
+        s.delay_us = kUnequal;
+        s.blackhole_path = 2;
+        Result r = Sim(s, seed).run();
+        EXPECT_EQ(r.failures, 1u) << "seed " << seed;
+    }
+}
+
+}  // namespace

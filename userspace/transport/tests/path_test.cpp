@@ -1,0 +1,203 @@
+// One path's sender and receiver: acknowledgement, loss by a gap and by time, probe timeouts,
+// failure and a new route, forged ACKs, ECN.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+extern "C" {
+#include "mrc_path.h"
+}
+
+namespace {
+
+struct Events {
+    std::vector<uint64_t> acked, lost;
+    static void on_acked(void *ctx, u64 c) { static_cast<Events *>(ctx)->acked.push_back(c); }
+    static void on_lost(void *ctx, u64 c) { static_cast<Events *>(ctx)->lost.push_back(c); }
+};
+const mrc_path_ops kOps = {Events::on_acked, Events::on_lost};
+
+class PathTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        mrc_path_tx_init(&tx, 1000, 0x123, 32 * MRC_CWND_ONE);
+        mrc_path_rx_init(&rx, 1000);
+    }
+    uint32_t send(uint64_t cookie, uint64_t now) {
+        uint32_t floor = tx.una;
+        uint32_t seq = mrc_path_tx_sent(&tx, cookie, now);
+        floor_of[seq] = floor;
+        return seq;
+    }
+    void arrive(uint32_t seq, uint64_t now, bool ce = false) {
+        mrc_path_rx_packet(&rx, seq, floor_of.at(seq), ce, false, now);
+    }
+    mrc_ack_verdict ack(uint64_t now) {
+        mrc_path_ack a;
+        mrc_path_rx_ack(&rx, &a, now);
+        return mrc_path_tx_ack(&tx, &a, now, &kOps, &ev);
+    }
+    mrc_path_tx tx;
+    mrc_path_rx rx;
+    Events ev;
+    std::map<uint32_t, uint32_t> floor_of;  // what each transmission carried
+};
+
+TEST_F(PathTest, AcknowledgedInOrderWithAnRttSample) {
+    for (int i = 0; i < 4; i++) arrive(send(i, 0), 50);
+    EXPECT_EQ(ack(50), MRC_ACK_OK);
+    EXPECT_EQ(ev.acked, (std::vector<uint64_t>{0, 1, 2, 3}));
+    EXPECT_TRUE(ev.lost.empty());
+    EXPECT_EQ(tx.in_flight, 0u);
+    EXPECT_EQ(tx.una, 1004u);
+    EXPECT_TRUE(tx.has_rtt);
+    EXPECT_EQ(tx.srtt_us, 50u);
+    arrive(send(4, 200), 250);
+    ack(300);
+    EXPECT_EQ(tx.latest_rtt_us, 50u);  // later ones less the receiver's 50 us of delay
+}
+
+TEST_F(PathTest, AGapWithThreeLaterArrivalsIsLostAtOnce) {
+    for (int i = 0; i < 5; i++) send(i, 0);
+    arrive(1000, 10);
+    arrive(1002, 10);
+    arrive(1003, 10);
+    ack(20);
+    EXPECT_TRUE(ev.lost.empty());  // two later arrivals: maybe still on its way
+    arrive(1004, 11);
+    ack(21);
+    EXPECT_EQ(ev.lost, (std::vector<uint64_t>{1}));
+    EXPECT_EQ(tx.una, 1005u);  // lost is resolved: the floor passes it
+    EXPECT_EQ(tx.in_flight, 0u);
+}
+
+TEST_F(PathTest, AnOverdueGapIsLostByTime) {
+    send(0, 0);
+    send(1, 0);
+    arrive(1001, 100);
+    ack(100);
+    EXPECT_TRUE(ev.lost.empty());
+    uint64_t due = mrc_path_tx_deadline(&tx);
+    EXPECT_EQ(due, uint64_t{MRC_GRANULARITY_US});  // 9/8 RTT, at least the granularity
+    mrc_path_tx_timer(&tx, due - 1, 0, &kOps, &ev);
+    EXPECT_TRUE(ev.lost.empty());
+    mrc_path_tx_timer(&tx, due, 0, &kOps, &ev);
+    EXPECT_EQ(ev.lost, (std::vector<uint64_t>{0}));
+}
+
+TEST_F(PathTest, AcrossARouteChangeOnlyTimeCallsLoss) {
+    send(0, 0);
+    tx.route++;  // as a failure does: later packets take another route
+    for (int i = 1; i < 5; i++) send(i, 10);
+    for (uint32_t q = 1001; q < 1005; q++) arrive(q, 20);
+    ack(30);
+    EXPECT_TRUE(ev.lost.empty());
+}
+
+TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
+    send(0, 0);
+    send(1, 0);
+    uint64_t now = mrc_path_tx_deadline(&tx);
+    EXPECT_EQ(now, uint64_t{MRC_INITIAL_PTO_US});
+    mrc_path_tx_timer(&tx, now, 0x55, &kOps, &ev);
+    EXPECT_EQ(ev.lost, (std::vector<uint64_t>{0, 1}));
+    EXPECT_EQ(tx.state, MRC_PATH_ACTIVE);
+    for (int round = 0; round < 2; round++) {
+        send(10 + round, now);
+        now = mrc_path_tx_deadline(&tx);
+        mrc_path_tx_timer(&tx, now, 0x55, &kOps, &ev);
+    }
+    EXPECT_EQ(tx.state, MRC_PATH_FAILED);
+    EXPECT_EQ(tx.entropy, 0x55);
+    EXPECT_EQ(tx.route, 1);
+    EXPECT_FALSE(mrc_path_tx_can_send(&tx, now));
+    EXPECT_EQ(mrc_path_tx_deadline(&tx), ~0ULL);  // nothing for the timer to do
+    EXPECT_EQ(mrc_path_tx_retry_at(&tx), now + MRC_MIN_BACKOFF_US);
+    now += MRC_MIN_BACKOFF_US;
+    ASSERT_TRUE(mrc_path_tx_can_send(&tx, now));
+    uint32_t probe = send(20, now);
+    EXPECT_FALSE(mrc_path_tx_can_send(&tx, now));  // one probe at a time
+    arrive(probe, now + 10);
+    ack(now + 10);
+    EXPECT_EQ(tx.state, MRC_PATH_ACTIVE);
+    EXPECT_EQ(tx.ptos, 0u);
+    EXPECT_EQ(ev.acked.back(), 20u);
+}
+
+TEST_F(PathTest, AckNamingWhatWasNotSentIsRefused) {
+    send(0, 0);
+    mrc_path_ack a = {};
+    a.cum = 1000;
+    a.bits[0] = 1;  // 1001: not sent
+    EXPECT_EQ(mrc_path_tx_ack(&tx, &a, 10, &kOps, &ev), MRC_ACK_INVALID);
+    a.bits[0] = 0;
+    a.cum = 1002;
+    EXPECT_EQ(mrc_path_tx_ack(&tx, &a, 10, &kOps, &ev), MRC_ACK_INVALID);
+    EXPECT_TRUE(ev.acked.empty());
+    EXPECT_EQ(tx.in_flight, 1u);
+    a.cum = 1001;
+    EXPECT_EQ(mrc_path_tx_ack(&tx, &a, 10, &kOps, &ev), MRC_ACK_OK);
+    EXPECT_EQ(ev.acked.size(), 1u);
+}
+
+TEST_F(PathTest, ALossThatArrivesAfterAllIsCountedSpurious) {
+    for (int i = 0; i < 5; i++) send(i, 0);
+    for (uint32_t q = 1001; q < 1005; q++) arrive(q, 10);
+    ack(10);
+    ASSERT_EQ(ev.lost, (std::vector<uint64_t>{0}));
+    // The first copy turns up late, before anything sent has told the receiver to skip it.
+    arrive(1000, 30);
+    ack(30);
+    EXPECT_EQ(tx.spurious, 1u);
+    EXPECT_EQ(ev.acked.back(), 0u);
+}
+
+TEST_F(PathTest, WindowAndMapBoundWhatMaySend) {
+    mrc_path_tx_init(&tx, 0, 1, MRC_MAX_CWND);
+    int n = 0;
+    while (mrc_path_tx_can_send(&tx, 0)) send(n++, 0);
+    EXPECT_EQ(n, MRC_SACK_BITS - 1);  // every unresolved sequence fits one map
+    mrc_path_tx_init(&tx, 0, 1, 4 * MRC_CWND_ONE);
+    n = 0;
+    while (mrc_path_tx_can_send(&tx, 0)) send(n++, 0);
+    EXPECT_EQ(n, 4);
+}
+
+TEST_F(PathTest, EcnMarksTrimThePathAndCleanAcksGrowIt) {
+    uint32_t start = tx.cwnd;
+    uint64_t now = 0;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 8; i++) arrive(send(i, now), now + 5, true);
+        ack(now + 10);
+        now += 20;
+    }
+    EXPECT_LT(tx.cwnd, start);
+    EXPECT_EQ(tx.marked, 32u);
+    uint32_t trimmed = tx.cwnd;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 8; i++) arrive(send(i, now), now + 5);
+        ack(now + 10);
+        now += 20;
+    }
+    EXPECT_GT(tx.cwnd, trimmed);
+}
+
+TEST_F(PathTest, ReceiverAcksAGapAtOnceAndCoalescesInOrder) {
+    EXPECT_EQ(mrc_path_rx_packet(&rx, 1000, 1000, false, false, 0), MRC_RX_ACK_LATER);
+    EXPECT_EQ(rx.ack_due_us, uint64_t{MRC_DELAYED_ACK_US});
+    EXPECT_EQ(mrc_path_rx_packet(&rx, 1002, 1000, false, false, 1), MRC_RX_ACK_NOW);
+    EXPECT_EQ(mrc_path_rx_packet(&rx, 1002, 1000, false, false, 2), MRC_RX_ACK_NOW);
+    EXPECT_EQ(rx.duplicates, 1u);
+    EXPECT_EQ(mrc_path_rx_packet(&rx, 1000 + 300, 1000, false, false, 3), MRC_RX_DROP);
+    EXPECT_EQ(rx.beyond, 1u);
+    mrc_path_ack a;
+    mrc_path_rx_ack(&rx, &a, 3);
+    EXPECT_EQ(a.cum, 1001u);
+    EXPECT_EQ(a.bits[0], 0b1u);  // 1002 is cum + 1
+    EXPECT_EQ(a.ack_delay_us, 2u);
+    EXPECT_EQ(rx.ack_due_us, 0u);
+}
+
+}  // namespace
