@@ -62,31 +62,30 @@ u16 mrc_conn_tx_new_entropy(struct mrc_conn_tx *conn, u32 path)
 	return e;
 }
 
-u64 mrc_conn_tx_deadline(const struct mrc_conn_tx *conn)
+/* The earliest of @when over the paths; ~0 if none has one. */
+static u64 earliest(const struct mrc_conn_tx *conn,
+		    u64 (*when)(const struct mrc_path_tx *tx))
 {
-	u64 next = ~0ULL, d;
+	u64 next = ~0ULL, t;
 	u32 i;
 
 	for (i = 0; i < conn->num_paths; i++) {
-		d = mrc_path_tx_deadline(&conn->paths[i]);
-		if (d < next)
-			next = d;
+		t = when(&conn->paths[i]);
+		if (t < next)
+			next = t;
 	}
 	return next;
+}
+
+u64 mrc_conn_tx_deadline(const struct mrc_conn_tx *conn)
+{
+	return earliest(conn, mrc_path_tx_deadline);
 }
 
 /* When a failed path may probe: for a caller whose data waits for room. */
 u64 mrc_conn_tx_retry_at(const struct mrc_conn_tx *conn)
 {
-	u64 next = ~0ULL, r;
-	u32 i;
-
-	for (i = 0; i < conn->num_paths; i++) {
-		r = mrc_path_tx_retry_at(&conn->paths[i]);
-		if (r < next)
-			next = r;
-	}
-	return next;
+	return earliest(conn, mrc_path_tx_retry_at);
 }
 
 void mrc_conn_tx_timer(struct mrc_conn_tx *conn, u64 now,
