@@ -20,6 +20,7 @@ typedef __u8 u8;
 typedef __u16 u16;
 typedef __u32 u32;
 typedef __u64 u64;
+typedef __s8 s8;
 typedef __s32 s32;
 #endif
 
