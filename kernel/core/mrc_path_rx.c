@@ -49,7 +49,7 @@ void mrc_path_rx_ack(struct mrc_path_rx *rx, struct mrc_path_ack *ack,
 		     u64 now)
 {
 	ack->cum = rx->sack.cum;
-	memcpy(ack->bits, rx->sack.bits, sizeof(ack->bits));
+	mrc_sack_bits(&rx->sack, ack->bits);
 	ack->ack_delay_us = now > rx->newest_us ? now - rx->newest_us : 0;
 	ack->ce = rx->ce;
 	rx->unacked = 0;

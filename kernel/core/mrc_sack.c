@@ -1,11 +1,90 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Per-path receive map (protocol-v2.md section 3). Each transmission has
- * its own sequence, so a sequence seen twice is a copy the network made,
- * and a sequence below the sender's floor will never come: the map slides
- * over it.
+ * Receive maps as rings (protocol-v2.md sections 3 and 8). Sequence q's
+ * bit is q modulo the ring's size, meaningful for q in [cum, cum + size).
+ * On a path each transmission has its own sequence, so one seen twice is a
+ * copy the network made, and one below the sender's floor will never come:
+ * the map slides over it. A stream has no floor: it waits for every
+ * segment.
  */
 #include "mrc_sack.h"
+
+/* A view of either map, for the code they share. */
+struct ring {
+	u32 *cum;
+	u64 *bits;
+	u32 size;	/* bits, a power of two */
+	u32 window;	/* the furthest past cum it records */
+};
+
+static bool ring_test(const u64 *bits, u32 size, u32 seq)
+{
+	u32 i = seq & (size - 1);
+
+	return bits[i / 64] & (1ULL << (i % 64));
+}
+
+static void ring_clear(struct ring *r, u32 seq)
+{
+	u32 i = seq & (r->size - 1);
+
+	r->bits[i / 64] &= ~(1ULL << (i % 64));
+}
+
+/* Steps cum over every sequence that has arrived. */
+static void ring_advance(struct ring *r)
+{
+	while (ring_test(r->bits, r->size, *r->cum)) {
+		ring_clear(r, *r->cum);
+		(*r->cum)++;
+	}
+}
+
+static bool ring_has(const u64 *bits, u32 size, u32 cum, u32 seq)
+{
+	s32 d = mrc_seq_diff(seq, cum);
+
+	if (d < 0)
+		return true;
+	return (u32)d < size && ring_test(bits, size, seq);
+}
+
+/* Moves cum to @to, forgetting what it passes, then on over arrivals. */
+static void ring_slide(struct ring *r, u32 to)
+{
+	u32 n = to - *r->cum;
+
+	if (n >= r->size)
+		memset(r->bits, 0, r->size / 8);
+	else
+		while (*r->cum != to)
+			ring_clear(r, (*r->cum)++);
+	*r->cum = to;
+	ring_advance(r);
+}
+
+static enum mrc_sack_verdict ring_record(struct ring *r, u32 seq)
+{
+	s32 d = mrc_seq_diff(seq, *r->cum);
+	u32 i;
+
+	if (d > (s32)r->window)
+		return MRC_SACK_BEYOND;
+	if (ring_has(r->bits, r->size, *r->cum, seq))
+		return MRC_SACK_DUPLICATE;
+	i = seq & (r->size - 1);
+	r->bits[i / 64] |= 1ULL << (i % 64);
+	ring_advance(r);
+	return MRC_SACK_NEW;
+}
+
+static struct ring path_ring(struct mrc_sack *sack)
+{
+	struct ring r = { &sack->cum, sack->ring, MRC_SACK_RING_BITS,
+			  MRC_SACK_BITS };
+
+	return r;
+}
 
 void mrc_sack_init(struct mrc_sack *sack, u32 first_seq)
 {
@@ -13,61 +92,9 @@ void mrc_sack_init(struct mrc_sack *sack, u32 first_seq)
 	sack->cum = first_seq;
 }
 
-static bool bit_test(const u64 *bits, u32 i)
-{
-	return bits[i / 64] & (1ULL << (i % 64));
-}
-
 bool mrc_sack_has(const struct mrc_sack *sack, u32 seq)
 {
-	s32 d = mrc_seq_diff(seq, sack->cum);
-
-	if (d < 0)
-		return true;
-	if (d == 0 || d > MRC_SACK_BITS)
-		return false;
-	return bit_test(sack->bits, d - 1);
-}
-
-/* Drops the lowest @n bits: sequence cum + 1 + n becomes bit 0. */
-static void bits_shift(u64 *bits, u32 n)
-{
-	u32 words = n / 64, rem = n % 64, i;
-
-	if (n >= MRC_SACK_BITS) {
-		memset(bits, 0, MRC_SACK_WORDS * sizeof(*bits));
-		return;
-	}
-	for (i = 0; i < MRC_SACK_WORDS; i++) {
-		u64 lo = i + words < MRC_SACK_WORDS ? bits[i + words] : 0;
-		u64 hi = i + words + 1 < MRC_SACK_WORDS ?
-			 bits[i + words + 1] : 0;
-
-		bits[i] = rem ? (lo >> rem) | (hi << (64 - rem)) : lo;
-	}
-}
-
-/*
- * cum has just reached a sequence whose arrival is @received: while it
- * has arrived, step over it; bit 0 is then the status of the next one.
- */
-static void sack_step(struct mrc_sack *sack, bool received)
-{
-	while (received) {
-		received = sack->bits[0] & 1;
-		bits_shift(sack->bits, 1);
-		sack->cum++;
-	}
-}
-
-/* Moves cum @n ahead (the sequences passed are resolved), then on. */
-static void sack_move(struct mrc_sack *sack, u32 n)
-{
-	bool received = n <= MRC_SACK_BITS && bit_test(sack->bits, n - 1);
-
-	bits_shift(sack->bits, n);
-	sack->cum += n;
-	sack_step(sack, received);
+	return ring_has(sack->ring, MRC_SACK_RING_BITS, sack->cum, seq);
 }
 
 /*
@@ -80,7 +107,7 @@ static void sack_move(struct mrc_sack *sack, u32 n)
 enum mrc_sack_verdict mrc_sack_record(struct mrc_sack *sack, u32 seq,
 				      u32 floor)
 {
-	s32 d;
+	struct ring r = path_ring(sack);
 
 	if (mrc_seq_diff(seq, floor) < 0)
 		floor = sack->cum;
@@ -88,17 +115,8 @@ enum mrc_sack_verdict mrc_sack_record(struct mrc_sack *sack, u32 seq,
 	    mrc_seq_diff(seq, floor) > MRC_SACK_BITS)
 		return MRC_SACK_BEYOND;
 	if (mrc_seq_diff(floor, sack->cum) > 0)
-		sack_move(sack, floor - sack->cum);
-	d = mrc_seq_diff(seq, sack->cum);
-	if (d > MRC_SACK_BITS)
-		return MRC_SACK_BEYOND;
-	if (mrc_sack_has(sack, seq))
-		return MRC_SACK_DUPLICATE;
-	if (d == 0)
-		sack_step(sack, true);
-	else
-		sack->bits[(d - 1) / 64] |= 1ULL << ((d - 1) % 64);
-	return MRC_SACK_NEW;
+		ring_slide(&r, floor);
+	return ring_record(&r, seq);
 }
 
 /* Whether something arrived past a sequence that has not. */
@@ -106,8 +124,41 @@ bool mrc_sack_has_gap(const struct mrc_sack *sack)
 {
 	u32 i;
 
-	for (i = 0; i < MRC_SACK_WORDS; i++)
-		if (sack->bits[i])
+	for (i = 0; i < MRC_SACK_RING_BITS / 64; i++)
+		if (sack->ring[i])
 			return true;
 	return false;
+}
+
+/* The map as an ACK carries it: bit i is sequence cum + 1 + i. */
+void mrc_sack_bits(const struct mrc_sack *sack, u64 bits[MRC_SACK_WORDS])
+{
+	u32 i;
+
+	memset(bits, 0, MRC_SACK_WORDS * sizeof(*bits));
+	for (i = 0; i < MRC_SACK_BITS; i++)
+		if (ring_test(sack->ring, MRC_SACK_RING_BITS,
+			      sack->cum + 1 + i))
+			bits[i / 64] |= 1ULL << (i % 64);
+}
+
+void mrc_stream_map_init(struct mrc_stream_map *map, u32 first_ssn)
+{
+	memset(map, 0, sizeof(*map));
+	map->cum = first_ssn;
+}
+
+bool mrc_stream_map_has(const struct mrc_stream_map *map, u32 ssn)
+{
+	return ring_has(map->ring, MRC_STREAM_MAP_BITS, map->cum, ssn);
+}
+
+/* Records segment @ssn: new, a resend of one that arrived, or beyond. */
+enum mrc_sack_verdict mrc_stream_map_record(struct mrc_stream_map *map,
+					    u32 ssn)
+{
+	struct ring r = { &map->cum, map->ring, MRC_STREAM_MAP_BITS,
+			  MRC_STREAM_MAP_BITS - 1 };
+
+	return ring_record(&r, ssn);
 }

@@ -2,8 +2,8 @@
 /*
  * One ordered stream (protocol-v2.md section 8, in part): its segments are
  * numbered by a stream sequence (SSN) of their own, whatever paths carry
- * them. The receiver keeps a map of SSNs like a path's (struct mrc_sack,
- * with no floor: a stream waits for every segment), so a resend is told
+ * them. The receiver keeps a map of SSNs (struct mrc_stream_map, like a
+ * path's with no floor: a stream waits for every segment), so a resend is told
  * from new data and completion follows the stream's order. The sender
  * tracks each segment until one of its transmissions is acknowledged.
  */
@@ -13,7 +13,7 @@
 #include "mrc_sack.h"
 
 /* Segments of one stream past the oldest undelivered: the receiver's map. */
-#define MRC_STREAM_WINDOW	(MRC_SACK_BITS - 1)
+#define MRC_STREAM_WINDOW	(MRC_STREAM_MAP_BITS - 1)
 
 enum mrc_seg_state {
 	MRC_SEG_FREE,
@@ -30,8 +30,8 @@ struct mrc_seg {
 struct mrc_stream_tx {
 	u32 next_ssn;		/* next new segment */
 	u32 una;		/* oldest segment not delivered */
-	struct mrc_seg seg[MRC_SACK_BITS];	/* by ssn % MRC_SACK_BITS */
-	u32 resend[MRC_SACK_BITS];		/* SSNs waiting, in loss order */
+	struct mrc_seg seg[MRC_STREAM_MAP_BITS];	/* by ssn % its size */
+	u32 resend[MRC_STREAM_MAP_BITS];	/* SSNs waiting, in loss order */
 	u32 resend_head, resend_len;
 	u64 delivered, resent;
 };

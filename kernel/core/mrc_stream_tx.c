@@ -10,7 +10,7 @@
 
 static struct mrc_seg *seg(struct mrc_stream_tx *st, u32 ssn)
 {
-	return &st->seg[ssn % MRC_SACK_BITS];
+	return &st->seg[ssn % MRC_STREAM_MAP_BITS];
 }
 
 static bool in_flight_range(const struct mrc_stream_tx *st, u32 ssn)
@@ -56,7 +56,7 @@ bool mrc_stream_tx_next_resend(struct mrc_stream_tx *st, u32 *ssn,
 			return true;
 		}
 		/* delivered after all (a late copy): nothing to resend */
-		st->resend_head = (st->resend_head + 1) % MRC_SACK_BITS;
+		st->resend_head = (st->resend_head + 1) % MRC_STREAM_MAP_BITS;
 		st->resend_len--;
 	}
 	return false;
@@ -71,7 +71,7 @@ void mrc_stream_tx_sent(struct mrc_stream_tx *st, u32 ssn)
 		return;
 	if (s->state == MRC_SEG_RESEND && st->resend_len &&
 	    st->resend[st->resend_head] == ssn) {
-		st->resend_head = (st->resend_head + 1) % MRC_SACK_BITS;
+		st->resend_head = (st->resend_head + 1) % MRC_STREAM_MAP_BITS;
 		st->resend_len--;
 		st->resent++;
 	}
@@ -105,10 +105,10 @@ static void resend_compact(struct mrc_stream_tx *st)
 	u32 i, n = 0;
 
 	for (i = 0; i < st->resend_len; i++) {
-		u32 q = st->resend[(st->resend_head + i) % MRC_SACK_BITS];
+		u32 q = st->resend[(st->resend_head + i) % MRC_STREAM_MAP_BITS];
 
 		if (in_flight_range(st, q) && seg(st, q)->state == MRC_SEG_RESEND)
-			st->resend[(st->resend_head + n++) % MRC_SACK_BITS] = q;
+			st->resend[(st->resend_head + n++) % MRC_STREAM_MAP_BITS] = q;
 	}
 	st->resend_len = n;
 }
@@ -121,10 +121,10 @@ void mrc_stream_tx_lost(struct mrc_stream_tx *st, u32 ssn, int path)
 	/* another transmission of it may still be out; one resend at a time */
 	if (!in_flight_range(st, ssn) || s->state != MRC_SEG_OUT)
 		return;
-	if (st->resend_len == MRC_SACK_BITS)
+	if (st->resend_len == MRC_STREAM_MAP_BITS)
 		resend_compact(st);
 	s->state = MRC_SEG_RESEND;
 	s->lost_path = path;
-	st->resend[(st->resend_head + st->resend_len) % MRC_SACK_BITS] = ssn;
+	st->resend[(st->resend_head + st->resend_len) % MRC_STREAM_MAP_BITS] = ssn;
 	st->resend_len++;
 }

@@ -76,7 +76,7 @@ class Sim {
         for (uint32_t st = 0; st < s.streams; st++) {
             first_ssn_[st] = rng_();
             mrc_stream_tx_init(&stx_[st], first_ssn_[st]);
-            mrc_sack_init(&srx_[st], first_ssn_[st]);
+            mrc_stream_map_init(&srx_[st], first_ssn_[st]);
             remaining_[st] = s.messages / s.streams + (st < s.messages % s.streams);
         }
     }
@@ -269,9 +269,9 @@ class Sim {
 
     // The stream's receiver: each segment placed exactly once, completion in stream order.
     void deliver(const Tx &t) {
-        mrc_sack &rx = srx_[t.stream];
+        mrc_stream_map &rx = srx_[t.stream];
         u32 cum = rx.cum;
-        auto v = mrc_sack_record(&rx, t.ssn, rx.cum);
+        auto v = mrc_stream_map_record(&rx, t.ssn);
         ASSERT_NE(v, MRC_SACK_BEYOND) << "the stream sender went past the receiver's window";
         if (v == MRC_SACK_NEW) {
             ASSERT_TRUE(placed_.insert({t.stream, t.ssn}).second) << "placed twice";
@@ -311,7 +311,7 @@ class Sim {
     std::vector<mrc_path_tx> tx_;  // the connection's paths, as mrc_conn_tx wants them
     mrc_conn_tx conn_;
     std::vector<mrc_stream_tx> stx_;
-    std::vector<mrc_sack> srx_;  // each stream's receive map
+    std::vector<mrc_stream_map> srx_;  // each stream's receive map
     std::vector<u64> remaining_;
     std::vector<u32> first_ssn_;
     u32 rr_ = 0;
@@ -389,6 +389,28 @@ TEST(PathProperty, OneStreamOrManyEveryStreamCompletesInOrder) {
         s.messages = 5000;
         Result r = Sim(s, streams).run();
         EXPECT_GT(r.resent, 0u);
+    }
+}
+
+// Simulated time, so deterministic: one stream over four unequal paths, each on a link of its own
+// that is the bottleneck, keeps most of its lossless throughput under random loss (issue 15's
+// targets: 95% at 1%, 85% at 5%, 75% at 10%). With a 1024-segment stream window it kept 88%, 72%
+// and 62%: a lost segment on the slowest path held the stream back.
+TEST(PathProperty, OneStreamUnderRandomLoss) {
+    auto run = [](double loss) {
+        Schedule s;
+        s.delay_us = kUnequal;
+        s.links.assign(4, Link{10, 20, 200});
+        s.loss = loss;
+        s.streams = 1;
+        s.messages = 20000;
+        return Sim(s, 11).run();
+    };
+    double clean = double(run(0).end_us);
+    for (auto [loss, kept] : {std::pair{0.01, 0.95}, {0.05, 0.85}, {0.1, 0.75}}) {
+        double ratio = clean / double(run(loss).end_us);
+        fprintf(stderr, "loss %.2f: %.3f of lossless\n", loss, ratio);
+        EXPECT_GE(ratio, kept) << "loss " << loss;
     }
 }
 

@@ -80,7 +80,7 @@ TEST(StreamTx, TheResendQueueNeverOverflows) {
             mrc_stream_tx_lost(&st, q, 0);
         }
         for (uint32_t q = st.una; q != st.next_ssn; q++) mrc_stream_tx_acked(&st, q);
-        ASSERT_LE(st.resend_len, uint32_t{MRC_SACK_BITS});
+        ASSERT_LE(st.resend_len, uint32_t{MRC_STREAM_MAP_BITS});
     }
     uint32_t ssn;
     int path;
