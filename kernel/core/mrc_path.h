@@ -19,6 +19,7 @@
 #define MRC_FAIL_PTOS		3	/* probe timeouts in a row fail a path */
 #define MRC_MIN_BACKOFF_US	2000	/* a failed path waits, then probes */
 #define MRC_MAX_BACKOFF_US	500000
+#define MRC_REPATH_WINDOWS	4	/* bad windows in a row move a path */
 #define MRC_CWND_ONE		256	/* one packet, in cwnd's fixed point */
 #define MRC_MAX_CWND		(255 * MRC_CWND_ONE)	/* the map's span */
 
@@ -66,6 +67,12 @@ struct mrc_sent {
 	u8 route;		/* the path's route when it left */
 };
 
+enum mrc_repath {
+	MRC_REPATH_NONE,
+	MRC_REPATH_LOSS,	/* the route keeps losing */
+	MRC_REPATH_MARKS,	/* the route keeps being marked */
+};
+
 enum mrc_path_state {
 	MRC_PATH_ACTIVE,
 	MRC_PATH_FAILED,	/* unused until @retry_us, then one probe */
@@ -97,10 +104,13 @@ struct mrc_path_tx {
 	u32 cwnd;		/* MRC_CWND_ONE = one packet */
 	u32 alpha;		/* CE fraction, in 1/1024 */
 	u32 window_end;		/* ends the window alpha is measured over */
-	u32 window_acked, window_ce;
+	u32 window_acked, window_ce, window_lost;
 	bool window_marked;
+	u32 bad_windows;	/* in a row: a quarter lost or 3/4 marked */
+	bool lossy_windows;	/* of them, one or more were lossy */
+	u8 repath_wanted;	/* enum mrc_repath: mrc_conn_tx acts on it */
 
-	u64 sent_packets, acked, lost, spurious, marked, failures;
+	u64 sent_packets, acked, lost, spurious, marked, failures, repaths;
 };
 
 /* Where a path's acknowledgements and losses go: the stream layer. */
@@ -126,5 +136,6 @@ u64 mrc_path_tx_retry_at(const struct mrc_path_tx *tx);
 void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 		       const struct mrc_path_ops *ops, void *ctx);
 u32 mrc_path_tx_pto(const struct mrc_path_tx *tx);
+void mrc_path_tx_new_route(struct mrc_path_tx *tx, u16 entropy);
 
 #endif /* MRC_PATH_H */

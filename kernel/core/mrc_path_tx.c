@@ -102,6 +102,7 @@ static void declare_lost(struct mrc_path_tx *tx, struct mrc_sent *s,
 	s->state = MRC_SENT_LOST;
 	tx->in_flight--;
 	tx->lost++;
+	tx->window_lost++;
 	ops->lost(ctx, s->cookie);
 }
 
@@ -139,6 +140,31 @@ static void rtt_sample(struct mrc_path_tx *tx, u64 sample, u32 ack_delay)
 }
 
 /*
+ * A route that keeps losing a quarter of what it carries, or keeps most of
+ * it marked, is a bad route (section 5.3): ask for a new one. Random loss
+ * of a few percent never gets there.
+ */
+static void judge_route(struct mrc_path_tx *tx)
+{
+	u32 total = tx->window_acked + tx->window_lost;
+	bool lossy = 4 * tx->window_lost >= total;
+	bool marked = 4 * tx->window_ce >= 3 * tx->window_acked;
+
+	if (!lossy && !marked) {
+		tx->bad_windows = 0;
+		tx->lossy_windows = false;
+		return;
+	}
+	tx->lossy_windows |= lossy;
+	if (++tx->bad_windows < MRC_REPATH_WINDOWS)
+		return;
+	tx->repath_wanted = tx->lossy_windows ? MRC_REPATH_LOSS :
+			    MRC_REPATH_MARKS;
+	tx->bad_windows = 0;
+	tx->lossy_windows = false;
+}
+
+/*
  * ECN (section 6): additive increase per acknowledged packet that saw no
  * mark, and once per window of data a DCTCP cut by half the fraction of
  * marked packets. Loss leaves the window alone.
@@ -169,9 +195,11 @@ static void cc_on_ack(struct mrc_path_tx *tx, u32 newly, u32 ce)
 		if (tx->cwnd < MRC_CWND_ONE)
 			tx->cwnd = MRC_CWND_ONE;
 	}
+	judge_route(tx);
 	tx->window_end = tx->next_seq;
 	tx->window_acked = 0;
 	tx->window_ce = 0;
+	tx->window_lost = 0;
 	tx->window_marked = false;
 }
 
@@ -300,6 +328,20 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 	return MRC_ACK_OK;
 }
 
+/*
+ * Moves the path to another route: packets sent from now on are told from
+ * those still on the old one, which only the time rule calls lost.
+ */
+void mrc_path_tx_new_route(struct mrc_path_tx *tx, u16 entropy)
+{
+	tx->route++;
+	tx->entropy = entropy;
+	tx->repath_wanted = MRC_REPATH_NONE;
+	tx->bad_windows = 0;
+	tx->lossy_windows = false;
+	tx->repaths++;
+}
+
 /* The next time mrc_path_tx_timer() has something to do; ~0: none. */
 u64 mrc_path_tx_deadline(const struct mrc_path_tx *tx)
 {
@@ -356,8 +398,7 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 		    tx->state == MRC_PATH_ACTIVE) {
 			tx->state = MRC_PATH_FAILED;
 			tx->failures++;
-			tx->route++;
-			tx->entropy = new_entropy;
+			mrc_path_tx_new_route(tx, new_entropy);
 			tx->cwnd = tx->cwnd / 4 > MRC_CWND_ONE ?
 				   tx->cwnd / 4 : MRC_CWND_ONE;
 			tx->retry_us = now + tx->backoff_us;

@@ -34,6 +34,7 @@ struct Schedule {
     std::vector<u64> delay_us;  // one-way delay of each path, both directions
     std::vector<Link> links;    // empty: every path its own unshaped link
     double loss = 0, dup = 0, ack_loss = 0;
+    int bad_route_path = -1;   // loses 40% until its first new route
     int blackhole_path = -1;   // drops everything until its first new route
     uint32_t messages = 3000;  // one-packet segments, dealt round robin to the streams
     uint32_t streams = 4;
@@ -52,7 +53,7 @@ struct AckPacket {
 };
 
 struct Result {
-    u64 resent = 0, spurious = 0, failures = 0, end_us = 0;
+    u64 resent = 0, spurious = 0, failures = 0, repaths = 0, end_us = 0;
 };
 
 class Sim {
@@ -119,6 +120,7 @@ class Sim {
         for (auto &t : tx_) {
             r_.spurious += t.spurious;
             r_.failures += t.failures;
+            r_.repaths += t.repaths;
         }
         for (uint32_t st = 0; st < s_.streams; st++)
             EXPECT_EQ(stx_[st].delivered, first_count(st)) << "stream " << st;
@@ -180,6 +182,7 @@ class Sim {
 
     bool drops(size_t p, double rate) {
         if (int(p) == s_.blackhole_path && tx_[p].route == 0) return true;
+        if (int(p) == s_.bad_route_path && tx_[p].route == 0) rate = std::max(rate, 0.4);
         return std::uniform_real_distribution<>(0, 1)(rng_) < rate;
     }
 
@@ -411,6 +414,19 @@ TEST(PathProperty, OneStreamUnderRandomLoss) {
         double ratio = clean / double(run(loss).end_us);
         fprintf(stderr, "loss %.2f: %.3f of lossless\n", loss, ratio);
         EXPECT_GE(ratio, kept) << "loss " << loss;
+    }
+}
+
+// A route that loses 40% but still delivers never fails its path: the path asks for a new route.
+TEST(PathProperty, ALossyRouteIsLeftForAnother) {
+    for (uint32_t seed = 1; seed <= 5; seed++) {
+        Schedule s;
+        s.delay_us = kUnequal;
+        s.bad_route_path = 1;
+        s.messages = 10000;
+        Result r = Sim(s, seed).run();
+        EXPECT_EQ(r.repaths, 1u) << "seed " << seed;
+        EXPECT_EQ(r.failures, 0u) << "seed " << seed;
     }
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 extern "C" {
-#include "mrc_path.h"
+#include "mrc_conn.h"
 }
 
 namespace {
@@ -198,6 +198,58 @@ TEST_F(PathTest, ReceiverAcksAGapAtOnceAndCoalescesInOrder) {
     EXPECT_EQ(a.bits[0], 0b1u);  // 1002 is cum + 1
     EXPECT_EQ(a.ack_delay_us, 2u);
     EXPECT_EQ(rx.ack_due_us, 0u);
+}
+
+// Windows of data on one path: @lose of every @n sent lost (by gaps), @ce of the rest marked.
+void windows(mrc_path_tx &tx, int count, int n, int lose, int ce, Events &ev) {
+    mrc_path_rx rx;
+    mrc_path_rx_init(&rx, tx.next_seq);
+    for (int w = 0; w < count; w++) {
+        std::vector<uint32_t> seqs;
+        for (int i = 0; i < n + 3; i++) seqs.push_back(mrc_path_tx_sent(&tx, i, 0));
+        for (int i = 0; i < n + 3; i++) {
+            if (i < lose) continue;
+            mrc_path_rx_packet(&rx, seqs[i], tx.una, i < lose + ce, false, 0);
+        }
+        mrc_path_ack a;
+        mrc_path_rx_ack(&rx, &a, 0);
+        mrc_path_tx_ack(&tx, &a, 0, &kOps, &ev);
+    }
+}
+
+TEST(Repath, ARouteThatKeepsLosingAQuarterMovesAndRandomLossDoesNot) {
+    Events ev;
+    mrc_path_tx paths[2];
+    mrc_path_tx_init(&paths[0], 0, 7, 64 * MRC_CWND_ONE);
+    mrc_path_tx_init(&paths[1], 0, 8, 64 * MRC_CWND_ONE);
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 2, 1);
+    windows(paths[0], MRC_REPATH_WINDOWS + 1, 16, 1, 0, ev);  // 1 in 19: random loss
+    windows(paths[1], MRC_REPATH_WINDOWS + 1, 16, 6, 0, ev);  // 6 in 19
+    mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
+    EXPECT_EQ(paths[0].repaths, 0u);
+    EXPECT_EQ(paths[1].repaths, 1u);
+    EXPECT_EQ(paths[1].route, 1);
+    EXPECT_NE(paths[1].entropy, 8);
+}
+
+TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
+    Events ev;
+    mrc_path_tx paths[2];
+    for (auto &p : paths) mrc_path_tx_init(&p, 0, 1, 64 * MRC_CWND_ONE);
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 2, 1);
+    // Both marked alike (the receiver's link): neither moves.
+    windows(paths[0], 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    windows(paths[1], 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
+    EXPECT_EQ(paths[0].repaths + paths[1].repaths, 0u);
+    // Path 1 clears up; path 0 stays marked: it moves.
+    windows(paths[1], 40, 16, 0, 0, ev);
+    windows(paths[0], MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
+    EXPECT_EQ(paths[0].repaths, 1u);
+    EXPECT_EQ(paths[1].repaths, 0u);
 }
 
 }  // namespace
