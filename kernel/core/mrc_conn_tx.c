@@ -112,6 +112,9 @@ u64 mrc_conn_tx_deadline(const struct mrc_conn_tx *conn)
 /* When a failed path may probe: for a caller whose data waits for room. */
 u64 mrc_conn_tx_retry_at(const struct mrc_conn_tx *conn)
 {
+	/* at the connection's cap only an ACK makes room, not a probe time */
+	if (conn->limit && mrc_conn_tx_in_flight(conn) >= conn->limit)
+		return ~0ULL;
 	return earliest(conn, mrc_path_tx_retry_at);
 }
 

@@ -53,10 +53,9 @@ found:
 /* A sender's demand as a share of the capacity, from its last period. */
 static u64 demand(const struct mrc_fair_rx *f, const struct mrc_fair_sender *s)
 {
-	/* bytes per period -> Mbit/s: bytes * 8 / period_us */
-	u64 mbps = s->last_bytes * 8 / MRC_FAIR_PERIOD_US;
-
-	return mbps * MRC_FAIR_FULL / f->capacity_mbps;
+	/* bytes * 8 / period_us is Mbit/s; scaled before dividing */
+	return s->last_bytes * 8 * MRC_FAIR_FULL /
+	       ((u64)MRC_FAIR_PERIOD_US * f->capacity_mbps);
 }
 
 /*

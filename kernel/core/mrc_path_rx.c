@@ -48,9 +48,11 @@ enum mrc_rx_ack mrc_path_rx_packet(struct mrc_path_rx *rx, u32 seq, u32 floor,
 void mrc_path_rx_ack(struct mrc_path_rx *rx, struct mrc_path_ack *ack,
 		     u64 now)
 {
+	u64 delay = now > rx->newest_us ? now - rx->newest_us : 0;
+
 	ack->cum = rx->sack.cum;
 	mrc_sack_bits(&rx->sack, ack->bits);
-	ack->ack_delay_us = now > rx->newest_us ? now - rx->newest_us : 0;
+	ack->ack_delay_us = delay > 0xffffffffULL ? 0xffffffffU : (u32)delay;
 	ack->ce = rx->ce;
 	rx->unacked = 0;
 	rx->ce = 0;

@@ -87,13 +87,11 @@ u32 mrc_path_tx_sent(struct mrc_path_tx *tx, u64 cookie, u64 now)
 	tx->in_flight++;
 	tx->last_sent_us = now;
 	tx->sent_packets++;
-	if (tx->state == MRC_PATH_FAILED) {
-		/* a probe: if it is lost too, wait longer for the next */
-		tx->retry_us = now + tx->backoff_us;
-		tx->backoff_us = tx->backoff_us * 2 > MRC_MAX_BACKOFF_US ?
-				 MRC_MAX_BACKOFF_US : tx->backoff_us * 2;
-	}
-	return tx->next_seq++;
+	tx->next_seq++;
+	/* the slots hold the last MRC_SACK_BITS sequences, however many wraps */
+	if (tx->next_seq - tx->first_seq > MRC_SACK_BITS)
+		tx->first_seq = tx->next_seq - MRC_SACK_BITS;
+	return tx->next_seq - 1;
 }
 
 static void declare_lost(struct mrc_path_tx *tx, struct mrc_sent *s,
@@ -125,7 +123,7 @@ static void rtt_sample(struct mrc_path_tx *tx, u64 sample, u32 ack_delay)
 	if (!tx->has_rtt || rtt < tx->min_rtt_us)
 		tx->min_rtt_us = rtt;
 	/* the receiver's delay is not the network's, unless it says more */
-	if (rtt >= tx->min_rtt_us + ack_delay)
+	if (rtt >= (u64)tx->min_rtt_us + ack_delay)
 		rtt -= ack_delay;
 	tx->latest_rtt_us = rtt;
 	if (!tx->has_rtt) {
@@ -217,10 +215,7 @@ static bool ack_names(const struct mrc_path_ack *ack, u32 seq)
 /* The oldest slot that still holds a transmission: below una, a lost one. */
 static u32 oldest_slot(const struct mrc_path_tx *tx)
 {
-	u32 span = tx->next_seq - tx->first_seq;
-
-	return span < MRC_SACK_BITS ? tx->first_seq :
-	       tx->next_seq - (MRC_SACK_BITS - 1);
+	return tx->first_seq;
 }
 
 /*
@@ -374,6 +369,14 @@ u64 mrc_path_tx_retry_at(const struct mrc_path_tx *tx)
 	return tx->retry_us;
 }
 
+/* A failed path probes after its backoff, which doubles for each lost. */
+static void retry_later(struct mrc_path_tx *tx, u64 now)
+{
+	tx->retry_us = now + tx->backoff_us;
+	tx->backoff_us = tx->backoff_us * 2 > MRC_MAX_BACKOFF_US ?
+			 MRC_MAX_BACKOFF_US : tx->backoff_us * 2;
+}
+
 /*
  * Overdue packets older than an arrival are lost. A probe timeout (nothing
  * heard for a PTO after the newest packet) declares every packet in flight
@@ -393,15 +396,18 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 			if (s->state == MRC_SENT_OUT)
 				declare_lost(tx, s, ops, ctx);
 		}
-		tx->ptos++;
-		if (tx->ptos >= MRC_FAIL_PTOS &&
-		    tx->state == MRC_PATH_ACTIVE) {
+		if (tx->state == MRC_PATH_FAILED) {
+			/* the probe was lost: another route, a longer wait */
+			mrc_path_tx_new_route(tx, new_entropy);
+			retry_later(tx, now);
+		} else if (++tx->ptos >= MRC_FAIL_PTOS) {
 			tx->state = MRC_PATH_FAILED;
 			tx->failures++;
+			tx->ptos = 0;	/* a probe waits one PTO */
 			mrc_path_tx_new_route(tx, new_entropy);
 			tx->cwnd = tx->cwnd / 4 > MRC_CWND_ONE ?
 				   tx->cwnd / 4 : MRC_CWND_ONE;
-			tx->retry_us = now + tx->backoff_us;
+			retry_later(tx, now);
 		}
 	}
 	advance_una(tx);

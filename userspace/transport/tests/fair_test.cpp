@@ -49,6 +49,14 @@ TEST(Fair, ALightSenderLeavesItsRestToTheOthers) {
     EXPECT_NEAR(mrc_fair_rx_share(&f, 2, 5000), (MRC_FAIR_FULL - light) / 2, 1);
 }
 
+TEST(Fair, ASenderUnderOneMbitStillHasADemand) {
+    mrc_fair_rx f;
+    mrc_fair_rx_init(&f, 10);  // a 10 Mbit/s receiver
+    // 1 byte every 10 us: 0.8 Mbit/s, granted twice that of 10. Whole Mbit/s would make it 0.
+    sends(f, {{1, 1}, {2, 10}}, 5000);
+    EXPECT_NEAR(mrc_fair_rx_share(&f, 1, 5000), MRC_FAIR_FULL * 16 / 100, MRC_FAIR_FULL / 100);
+}
+
 TEST(Fair, SilentSendersStopCounting) {
     mrc_fair_rx f;
     mrc_fair_rx_init(&f, 10000);

@@ -117,6 +117,15 @@ TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
     EXPECT_EQ(mrc_path_tx_retry_at(&tx), now + MRC_MIN_BACKOFF_US);
     now += MRC_MIN_BACKOFF_US;
     ASSERT_TRUE(mrc_path_tx_can_send(&tx, now));
+    // A lost probe: another route, and twice the wait.
+    send(19, now);
+    uint64_t lost_at = mrc_path_tx_deadline(&tx);
+    mrc_path_tx_timer(&tx, lost_at, 0x66, &kOps, &ev);
+    EXPECT_EQ(tx.route, 2);
+    EXPECT_EQ(tx.entropy, 0x66);
+    EXPECT_EQ(mrc_path_tx_retry_at(&tx), lost_at + 2 * MRC_MIN_BACKOFF_US);
+    now = lost_at + 2 * MRC_MIN_BACKOFF_US;
+    ASSERT_TRUE(mrc_path_tx_can_send(&tx, now));
     uint32_t probe = send(20, now);
     EXPECT_FALSE(mrc_path_tx_can_send(&tx, now));  // one probe at a time
     arrive(probe, now + 10);
@@ -152,6 +161,34 @@ TEST_F(PathTest, ALossThatArrivesAfterAllIsCountedSpurious) {
     ack(30);
     EXPECT_EQ(tx.spurious, 1u);
     EXPECT_EQ(ev.acked.back(), 0u);
+}
+
+TEST_F(PathTest, SlotsFollowTheSequenceAcrossAnyNumberOfWraps) {
+    // The oldest slot trails the next sequence by the map, so after 2^32 sends (next_seq back
+    // at the first sequence) the slots in flight are still the ones an ACK is read against.
+    for (int i = 0; i < 300; i++) {
+        arrive(send(i, 0), 0);
+        ack(0);
+        ASSERT_LE(tx.next_seq - tx.first_seq, uint32_t{MRC_SACK_BITS});
+    }
+    EXPECT_EQ(tx.first_seq, tx.next_seq - MRC_SACK_BITS);
+}
+
+TEST(ConnTx, AtTheCapNoProbeTimeIsOffered) {
+    mrc_path_tx paths[2];
+    mrc_path_tx_init(&paths[0], 0, 1, 8 * MRC_CWND_ONE);
+    mrc_path_tx_init(&paths[1], 0, 2, 8 * MRC_CWND_ONE);
+    paths[1].state = MRC_PATH_FAILED;
+    paths[1].retry_us = 5;
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 2, 1);
+    conn.limit = 4;
+    for (int i = 0; i < 4; i++) mrc_path_tx_sent(&paths[0], i, 0);
+    EXPECT_EQ(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 10), MRC_NO_PATH);
+    EXPECT_EQ(mrc_conn_tx_retry_at(&conn), ~0ULL);  // a past time would be waited on forever
+    conn.limit = 0;
+    EXPECT_EQ(mrc_conn_tx_retry_at(&conn), 5u);
+    EXPECT_NE(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 10), MRC_NO_PATH);
 }
 
 TEST_F(PathTest, WindowAndMapBoundWhatMaySend) {
