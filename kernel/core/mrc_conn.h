@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * A connection's sending paths (protocol-v2.md section 10, in part): which
- * path a packet goes on, the connection's window over all of them, the
- * entropy of a new route.
+ * A connection's sending paths (protocol-v2.md section 10, in part): the
+ * ACKs that reach them, which path a packet goes on, the connection's
+ * window over all of them, the entropy of a new route.
  */
 #ifndef MRC_CONN_H
 #define MRC_CONN_H
@@ -22,6 +22,9 @@ struct mrc_conn_tx {
 
 void mrc_conn_tx_init(struct mrc_conn_tx *conn, struct mrc_path_tx *paths,
 		      u32 num_paths, u32 seed);
+enum mrc_ack_verdict mrc_conn_tx_ack(struct mrc_conn_tx *conn, u32 path,
+				     const struct mrc_path_ack *ack, u64 now,
+				     const struct mrc_path_ops *ops, void *ctx);
 int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now);
 u32 mrc_conn_tx_in_flight(const struct mrc_conn_tx *conn);
 u16 mrc_conn_tx_new_entropy(struct mrc_conn_tx *conn, u32 path);

@@ -28,36 +28,42 @@ u32 mrc_conn_tx_in_flight(const struct mrc_conn_tx *conn)
 }
 
 /*
- * A path that asked for a new route gets one, unless it asked for its
+ * An ACK for the connection's path @path (from the wire: checked here).
+ * A path that then asks for a new route gets one, unless it asked for its
  * marks and no other path is clearly less marked: then the congestion is
  * not the route's (the receiver's link, say) and moving would not help.
  */
-static void apply_repaths(struct mrc_conn_tx *conn)
+enum mrc_ack_verdict mrc_conn_tx_ack(struct mrc_conn_tx *conn, u32 path,
+				     const struct mrc_path_ack *ack, u64 now,
+				     const struct mrc_path_ops *ops, void *ctx)
 {
-	u32 i, j;
+	struct mrc_path_tx *tx;
+	enum mrc_ack_verdict v;
+	u32 j;
 
-	for (i = 0; i < conn->num_paths; i++) {
-		struct mrc_path_tx *tx = &conn->paths[i];
-		bool clearer = false;
-
-		if (!tx->repath_wanted)
-			continue;
-		for (j = 0; j < conn->num_paths; j++)
-			if (j != i && 2 * conn->paths[j].alpha < tx->alpha)
-				clearer = true;
-		if (tx->repath_wanted == MRC_REPATH_LOSS || clearer)
-			mrc_path_tx_new_route(tx, mrc_conn_tx_new_entropy(conn, i));
-		else
-			tx->repath_wanted = MRC_REPATH_NONE;
+	if (path >= conn->num_paths)
+		return MRC_ACK_INVALID;
+	tx = &conn->paths[path];
+	v = mrc_path_tx_ack(tx, ack, now, ops, ctx);
+	if (tx->repath_wanted == MRC_REPATH_LOSS) {
+		mrc_path_tx_new_route(tx, mrc_conn_tx_new_entropy(conn, path));
+	} else if (tx->repath_wanted == MRC_REPATH_MARKS) {
+		tx->repath_wanted = MRC_REPATH_NONE;
+		for (j = 0; j < conn->num_paths; j++) {
+			if (j != path && 2 * conn->paths[j].alpha < tx->alpha) {
+				mrc_path_tx_new_route(tx,
+						      mrc_conn_tx_new_entropy(conn, path));
+				break;
+			}
+		}
 	}
+	return v;
 }
 
 /* The path the next packet goes on, or MRC_NO_PATH: none has room. */
 int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now)
 {
 	u32 i;
-
-	apply_repaths(conn);
 
 	if (conn->limit && mrc_conn_tx_in_flight(conn) >= conn->limit)
 		return MRC_NO_PATH;

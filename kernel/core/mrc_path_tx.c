@@ -212,12 +212,6 @@ static bool ack_names(const struct mrc_path_ack *ack, u32 seq)
 	return ack->bits[(d - 1) / 64] & (1ULL << ((d - 1) % 64));
 }
 
-/* The oldest slot that still holds a transmission: below una, a lost one. */
-static u32 oldest_slot(const struct mrc_path_tx *tx)
-{
-	return tx->first_seq;
-}
-
 /*
  * Whether an ACK naming @seq, declared lost, shows that it arrived: a bit
  * names an arrival; cum does too while no packet sent has told the
@@ -276,7 +270,8 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 
 	if (!ack_valid(tx, ack))
 		return MRC_ACK_INVALID;
-	for (seq = oldest_slot(tx); seq != tx->next_seq; seq++) {
+	/* from the oldest slot in use: below una, lost ones may yet arrive */
+	for (seq = tx->first_seq; seq != tx->next_seq; seq++) {
 		struct mrc_sent *s = slot(tx, seq);
 
 		if (!ack_names(ack, seq))

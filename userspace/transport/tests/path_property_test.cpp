@@ -303,7 +303,7 @@ class Sim {
         while (!path.acks.empty() && path.acks.front().at <= now) {
             AckPacket a = path.acks.front();
             path.acks.pop_front();
-            ASSERT_EQ(mrc_path_tx_ack(&tx_[p], &a.ack, now, &ops, this), MRC_ACK_OK);
+            ASSERT_EQ(mrc_conn_tx_ack(&conn_, u32(p), &a.ack, now, &ops, this), MRC_ACK_OK);
         }
         ASSERT_LT(tx_[p].next_seq - tx_[p].una, uint32_t{MRC_SACK_BITS});
     }

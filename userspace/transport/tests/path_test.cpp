@@ -238,7 +238,8 @@ TEST_F(PathTest, ReceiverAcksAGapAtOnceAndCoalescesInOrder) {
 }
 
 // Windows of data on one path: @lose of every @n sent lost (by gaps), @ce of the rest marked.
-void windows(mrc_path_tx &tx, int count, int n, int lose, int ce, Events &ev) {
+void windows(mrc_conn_tx &conn, uint32_t path, int count, int n, int lose, int ce, Events &ev) {
+    mrc_path_tx &tx = conn.paths[path];
     mrc_path_rx rx;
     mrc_path_rx_init(&rx, tx.next_seq);
     for (int w = 0; w < count; w++) {
@@ -250,7 +251,7 @@ void windows(mrc_path_tx &tx, int count, int n, int lose, int ce, Events &ev) {
         }
         mrc_path_ack a;
         mrc_path_rx_ack(&rx, &a, 0);
-        mrc_path_tx_ack(&tx, &a, 0, &kOps, &ev);
+        mrc_conn_tx_ack(&conn, path, &a, 0, &kOps, &ev);
     }
 }
 
@@ -261,13 +262,24 @@ TEST(Repath, ARouteThatKeepsLosingAQuarterMovesAndRandomLossDoesNot) {
     mrc_path_tx_init(&paths[1], 0, 8, 64 * MRC_CWND_ONE);
     mrc_conn_tx conn;
     mrc_conn_tx_init(&conn, paths, 2, 1);
-    windows(paths[0], MRC_REPATH_WINDOWS + 1, 16, 1, 0, ev);  // 1 in 19: random loss
-    windows(paths[1], MRC_REPATH_WINDOWS + 1, 16, 6, 0, ev);  // 6 in 19
+    windows(conn, 0, MRC_REPATH_WINDOWS + 1, 16, 1, 0, ev);  // 1 in 19: random loss
+    windows(conn, 1, MRC_REPATH_WINDOWS + 1, 16, 6, 0, ev);  // 6 in 19
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
     EXPECT_EQ(paths[0].repaths, 0u);
     EXPECT_EQ(paths[1].repaths, 1u);
     EXPECT_EQ(paths[1].route, 1);
     EXPECT_NE(paths[1].entropy, 8);
+}
+
+TEST(ConnTx, AnAckForAPathItDoesNotHaveIsRefused) {
+    Events ev;
+    mrc_path_tx paths[2];
+    for (auto &p : paths) mrc_path_tx_init(&p, 0, 1, 8 * MRC_CWND_ONE);
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 2, 1);
+    mrc_path_ack a = {};
+    EXPECT_EQ(mrc_conn_tx_ack(&conn, 2, &a, 0, &kOps, &ev), MRC_ACK_INVALID);
+    EXPECT_EQ(mrc_conn_tx_ack(&conn, 1, &a, 0, &kOps, &ev), MRC_ACK_OK);
 }
 
 TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
@@ -277,13 +289,13 @@ TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
     mrc_conn_tx conn;
     mrc_conn_tx_init(&conn, paths, 2, 1);
     // Both marked alike (the receiver's link): neither moves.
-    windows(paths[0], 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
-    windows(paths[1], 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    windows(conn, 0, 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    windows(conn, 1, 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
     EXPECT_EQ(paths[0].repaths + paths[1].repaths, 0u);
     // Path 1 clears up; path 0 stays marked: it moves.
-    windows(paths[1], 40, 16, 0, 0, ev);
-    windows(paths[0], MRC_REPATH_WINDOWS, 16, 0, 19, ev);
+    windows(conn, 1, 40, 16, 0, 0, ev);
+    windows(conn, 0, MRC_REPATH_WINDOWS, 16, 0, 19, ev);
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
     EXPECT_EQ(paths[0].repaths, 1u);
     EXPECT_EQ(paths[1].repaths, 0u);
