@@ -9,12 +9,13 @@
 #include "mrc_conn.h"
 
 void mrc_conn_tx_init(struct mrc_conn_tx *conn, struct mrc_path_tx *paths,
-		      u32 num_paths, u32 seed)
+		      u32 num_paths, u32 mtu, u32 seed)
 {
 	conn->paths = paths;
 	conn->num_paths = num_paths;
 	conn->next = 0;
 	conn->limit = 0;
+	conn->mtu = mtu;
 	conn->rng = seed ? seed : 0x6d72;
 }
 
@@ -60,6 +61,32 @@ enum mrc_ack_verdict mrc_conn_tx_ack(struct mrc_conn_tx *conn, u32 path,
 	return v;
 }
 
+/*
+ * The receiver's grant, from an ACK: @share of its @capacity_mbps. Packets
+ * go round robin over the paths, so those in flight at a rate are the rate
+ * times the paths' mean RTT (their minimum, without queues). A receiver
+ * that names no capacity lifts the cap.
+ */
+void mrc_conn_tx_grant(struct mrc_conn_tx *conn, u16 share, u32 capacity_mbps)
+{
+	u64 sum = 0;
+	u32 i, n = 0;
+
+	if (!capacity_mbps) {
+		conn->limit = 0;
+		return;
+	}
+	for (i = 0; i < conn->num_paths; i++) {
+		if (conn->paths[i].has_rtt) {
+			sum += conn->paths[i].min_rtt_us;
+			n++;
+		}
+	}
+	if (n)
+		conn->limit = mrc_fair_window(share, capacity_mbps,
+					      (u32)(sum / n), conn->mtu);
+}
+
 /* The path the next packet goes on, or MRC_NO_PATH: none has room. */
 int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now)
 {
@@ -79,6 +106,24 @@ int mrc_conn_tx_pick(struct mrc_conn_tx *conn, int preferred, u64 now)
 		}
 	}
 	return MRC_NO_PATH;
+}
+
+/*
+ * Whether the packet just sent on @path should carry ACK_REQ: it left the
+ * path or the connection no room, so nothing more goes until an ACK comes,
+ * and the path has fewer than MRC_ACK_EVERY packets out, so the receiver
+ * would wait for its delayed-ACK timer. That wait would idle the window
+ * and inflate the RTT a grant's window is made of.
+ */
+bool mrc_conn_tx_ack_wanted(const struct mrc_conn_tx *conn, u32 path, u64 now)
+{
+	const struct mrc_path_tx *tx = &conn->paths[path];
+
+	if (tx->in_flight >= MRC_ACK_EVERY)
+		return false;
+	if (conn->limit && mrc_conn_tx_in_flight(conn) >= conn->limit)
+		return true;
+	return !mrc_path_tx_can_send(tx, now);
 }
 
 /* A 14-bit entropy value for a new route, other than the path's own. */

@@ -44,7 +44,7 @@ struct Packet {
     u64 at;
     uint32_t seq, floor;
     u64 tx_id;
-    bool ce;
+    bool ce, ack_req;
 };
 
 struct AckPacket {
@@ -72,7 +72,7 @@ class Sim {
             mrc_path_tx_init(&tx_[p], first, uint16_t(p), 32 * MRC_CWND_ONE);
             mrc_path_rx_init(&paths_[p].rx, first);
         }
-        mrc_conn_tx_init(&conn_, tx_.data(), u32(paths_.size()), seed);
+        mrc_conn_tx_init(&conn_, tx_.data(), u32(paths_.size()), 1400, seed);
         link_free_.assign(s.links.size(), 0);
         for (uint32_t st = 0; st < s.streams; st++) {
             first_ssn_[st] = rng_();
@@ -219,6 +219,7 @@ class Sim {
         u64 id = txs_.size();
         uint32_t floor = tx_[p].una;
         uint32_t seq = mrc_path_tx_sent(&tx_[p], id, now);
+        bool ack_req = mrc_conn_tx_ack_wanted(&conn_, u32(p), now);
         txs_.push_back({st, ssn, seq, p});
         if (drops(p, s_.loss)) return;
         bool ce = false;
@@ -237,9 +238,9 @@ class Sim {
         // A path is one route: it keeps the order it was given.
         at = std::max(at + s_.delay_us[p] + 1, path.last_data_at);
         path.last_data_at = at;
-        path.data.push_back({at, seq, floor, id, ce});
+        path.data.push_back({at, seq, floor, id, ce, ack_req});
         if (drops(p, 1 - s_.dup)) return;
-        path.data.push_back({at, seq, floor, id, ce});
+        path.data.push_back({at, seq, floor, id, ce, ack_req});
     }
 
     void send_ack(size_t p, u64 now) {
@@ -287,7 +288,7 @@ class Sim {
         while (!path.data.empty() && path.data.front().at <= now) {
             Packet pk = path.data.front();
             path.data.pop_front();
-            auto verdict = mrc_path_rx_packet(&path.rx, pk.seq, pk.floor, pk.ce, false, now);
+            auto verdict = mrc_path_rx_packet(&path.rx, pk.seq, pk.floor, pk.ce, pk.ack_req, now);
             ASSERT_NE(verdict, MRC_RX_DROP) << "a correct sender went past the map";
             if (!path.floor_seen || mrc_seq_diff(pk.floor, path.max_floor_seen) > 0)
                 path.max_floor_seen = pk.floor;

@@ -181,7 +181,7 @@ TEST(ConnTx, AtTheCapNoProbeTimeIsOffered) {
     paths[1].state = MRC_PATH_FAILED;
     paths[1].retry_us = 5;
     mrc_conn_tx conn;
-    mrc_conn_tx_init(&conn, paths, 2, 1);
+    mrc_conn_tx_init(&conn, paths, 2, 1400, 1);
     conn.limit = 4;
     for (int i = 0; i < 4; i++) mrc_path_tx_sent(&paths[0], i, 0);
     EXPECT_EQ(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 10), MRC_NO_PATH);
@@ -261,7 +261,7 @@ TEST(Repath, ARouteThatKeepsLosingAQuarterMovesAndRandomLossDoesNot) {
     mrc_path_tx_init(&paths[0], 0, 7, 64 * MRC_CWND_ONE);
     mrc_path_tx_init(&paths[1], 0, 8, 64 * MRC_CWND_ONE);
     mrc_conn_tx conn;
-    mrc_conn_tx_init(&conn, paths, 2, 1);
+    mrc_conn_tx_init(&conn, paths, 2, 1400, 1);
     windows(conn, 0, MRC_REPATH_WINDOWS + 1, 16, 1, 0, ev);  // 1 in 19: random loss
     windows(conn, 1, MRC_REPATH_WINDOWS + 1, 16, 6, 0, ev);  // 6 in 19
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
@@ -276,7 +276,7 @@ TEST(ConnTx, AnAckForAPathItDoesNotHaveIsRefused) {
     mrc_path_tx paths[2];
     for (auto &p : paths) mrc_path_tx_init(&p, 0, 1, 8 * MRC_CWND_ONE);
     mrc_conn_tx conn;
-    mrc_conn_tx_init(&conn, paths, 2, 1);
+    mrc_conn_tx_init(&conn, paths, 2, 1400, 1);
     mrc_path_ack a = {};
     EXPECT_EQ(mrc_conn_tx_ack(&conn, 2, &a, 0, &kOps, &ev), MRC_ACK_INVALID);
     EXPECT_EQ(mrc_conn_tx_ack(&conn, 1, &a, 0, &kOps, &ev), MRC_ACK_OK);
@@ -287,7 +287,7 @@ TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
     mrc_path_tx paths[2];
     for (auto &p : paths) mrc_path_tx_init(&p, 0, 1, 64 * MRC_CWND_ONE);
     mrc_conn_tx conn;
-    mrc_conn_tx_init(&conn, paths, 2, 1);
+    mrc_conn_tx_init(&conn, paths, 2, 1400, 1);
     // Both marked alike (the receiver's link): neither moves.
     windows(conn, 0, 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
     windows(conn, 1, 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
