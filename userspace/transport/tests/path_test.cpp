@@ -301,4 +301,55 @@ TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
     EXPECT_EQ(paths[1].repaths, 0u);
 }
 
+// The receiver's grant: share x capacity x the paths' mean minimum RTT, in packets; no capacity
+// lifts the cap; no RTT yet keeps what there was.
+TEST(ConnTx, AGrantCapsPacketsInFlightAtTheShareOfTheReceiversLink) {
+    mrc_path_tx paths[2];
+    for (auto &p : paths) mrc_path_tx_init(&p, 0, 1, 64 * MRC_CWND_ONE);
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 2, 1000, 1);
+    mrc_conn_tx_grant(&conn, MRC_FAIR_FULL / 2, 8000);
+    EXPECT_EQ(conn.limit, 0u) << "no RTT sample yet";
+    paths[0].has_rtt = paths[1].has_rtt = true;
+    paths[0].min_rtt_us = 100;
+    paths[1].min_rtt_us = 300;
+    // 8000 Mbit/s for 200 us is 200,000 bytes; half of it is 100 packets of 1000 bytes.
+    mrc_conn_tx_grant(&conn, MRC_FAIR_FULL / 2, 8000);
+    EXPECT_EQ(conn.limit, 99u);  // 32767 / 65535 of 200 packets, rounded down
+    mrc_conn_tx_grant(&conn, 1, 8000);
+    EXPECT_EQ(conn.limit, uint32_t{MRC_FAIR_MIN_WINDOW});
+    for (uint32_t i = 0; i < MRC_FAIR_MIN_WINDOW; i++) {
+        ASSERT_NE(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0), MRC_NO_PATH);
+        mrc_path_tx_sent(&paths[i % 2], i, 0);
+    }
+    EXPECT_EQ(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0), MRC_NO_PATH);
+    mrc_conn_tx_grant(&conn, 1, 0);
+    EXPECT_EQ(conn.limit, 0u);
+    EXPECT_NE(mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0), MRC_NO_PATH);
+}
+
+// ACK_REQ on the packet that leaves no room, while the path has too few out for the receiver's
+// every-16 rule to answer.
+TEST(ConnTx, APacketThatFillsASmallWindowAsksForAnAck) {
+    mrc_path_tx paths[1];
+    mrc_path_tx_init(&paths[0], 0, 1, 4 * MRC_CWND_ONE);
+    mrc_conn_tx conn;
+    mrc_conn_tx_init(&conn, paths, 1, 1000, 1);
+    for (uint32_t i = 0; i < 4; i++) {
+        mrc_path_tx_sent(&paths[0], i, 0);
+        EXPECT_EQ(mrc_conn_tx_ack_wanted(&conn, 0, 0), i == 3) << i;
+    }
+    mrc_path_tx_init(&paths[0], 0, 1, 32 * MRC_CWND_ONE);
+    for (uint32_t i = 0; i < 32; i++) {
+        mrc_path_tx_sent(&paths[0], i, 0);
+        EXPECT_FALSE(mrc_conn_tx_ack_wanted(&conn, 0, 0)) << i;
+    }
+    mrc_path_tx_init(&paths[0], 0, 1, 32 * MRC_CWND_ONE);
+    conn.limit = 2;
+    mrc_path_tx_sent(&paths[0], 0, 0);
+    EXPECT_FALSE(mrc_conn_tx_ack_wanted(&conn, 0, 0));
+    mrc_path_tx_sent(&paths[0], 1, 0);
+    EXPECT_TRUE(mrc_conn_tx_ack_wanted(&conn, 0, 0)) << "at the connection's cap";
+}
+
 }  // namespace
