@@ -1,0 +1,13 @@
+// The independent C++ model of protocol v2's paths and streams (docs/protocol-v2.md sections
+// 3-6 and 8), written from the spec alone. V2_SPEC_QUESTIONS.md lists every choice it made
+// where the spec is silent.
+#pragma once
+
+#include "softmetaroce/v2/path_ack.h"
+#include "softmetaroce/v2/path_map.h"
+#include "softmetaroce/v2/path_receiver.h"
+#include "softmetaroce/v2/path_sender.h"
+#include "softmetaroce/v2/ring_map.h"
+#include "softmetaroce/v2/seq.h"
+#include "softmetaroce/v2/stream_map.h"
+#include "softmetaroce/v2/stream_sender.h"
