@@ -122,10 +122,10 @@ static void rtt_sample(struct mrc_path_tx *tx, u64 sample, u32 ack_delay)
 
 	if (!tx->has_rtt || rtt < tx->min_rtt_us)
 		tx->min_rtt_us = rtt;
+	tx->latest_rtt_us = rtt;
 	/* the receiver's delay is not the network's, unless it says more */
 	if (rtt >= (u64)tx->min_rtt_us + ack_delay)
 		rtt -= ack_delay;
-	tx->latest_rtt_us = rtt;
 	if (!tx->has_rtt) {
 		tx->srtt_us = rtt;
 		tx->rttvar_us = rtt / 2;
@@ -133,8 +133,8 @@ static void rtt_sample(struct mrc_path_tx *tx, u64 sample, u32 ack_delay)
 		return;
 	}
 	dev = tx->srtt_us > rtt ? tx->srtt_us - rtt : rtt - tx->srtt_us;
-	tx->rttvar_us = tx->rttvar_us - tx->rttvar_us / 4 + dev / 4;
-	tx->srtt_us = tx->srtt_us - tx->srtt_us / 8 + rtt / 8;
+	tx->rttvar_us = (u32)((3ULL * tx->rttvar_us + dev) / 4);
+	tx->srtt_us = (u32)((7ULL * tx->srtt_us + rtt) / 8);
 }
 
 /*
@@ -164,8 +164,7 @@ static void judge_route(struct mrc_path_tx *tx)
 
 /*
  * ECN (section 6): additive increase per acknowledged packet that saw no
- * mark, and once per window of data a DCTCP cut by half the fraction of
- * marked packets. Loss leaves the window alone.
+ * mark. Loss leaves the window alone.
  */
 static void cc_on_ack(struct mrc_path_tx *tx, u32 newly, u32 ce)
 {
@@ -184,10 +183,21 @@ static void cc_on_ack(struct mrc_path_tx *tx, u32 newly, u32 ce)
 		if (tx->cwnd > MRC_MAX_CWND)
 			tx->cwnd = MRC_MAX_CWND;
 	}
-	if (mrc_seq_diff(tx->una, tx->window_end) <= 0 || !tx->window_acked)
+}
+
+/*
+ * A window of data ends when the floor passes the sequence that was next
+ * when the previous one ended, by an ACK or a timeout: DCTCP's alpha of
+ * the fraction marked, a cut by half of it if any was, and a judgement of
+ * the route.
+ */
+static void end_window(struct mrc_path_tx *tx)
+{
+	if (mrc_seq_diff(tx->una, tx->window_end) <= 0)
 		return;
-	tx->alpha = tx->alpha - tx->alpha / 16 +
-		    tx->window_ce * 1024 / tx->window_acked / 16;
+	if (tx->window_acked)
+		tx->alpha = (15 * tx->alpha +
+			     tx->window_ce * 1024 / tx->window_acked) / 16;
 	if (tx->window_marked) {
 		tx->cwnd = (u32)((u64)tx->cwnd * (2048 - tx->alpha) / 2048);
 		if (tx->cwnd < MRC_CWND_ONE)
@@ -297,6 +307,7 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 	}
 	if (!newly) {
 		advance_una(tx);
+		end_window(tx);
 		return MRC_ACK_OK;
 	}
 	if (newest_new)
@@ -312,9 +323,10 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 		tx->state = MRC_PATH_ACTIVE;
 		tx->backoff_us = MRC_MIN_BACKOFF_US;
 	}
+	cc_on_ack(tx, newly, ack->ce);
 	detect_losses(tx, now, ops, ctx);
 	advance_una(tx);
-	cc_on_ack(tx, newly, ack->ce);
+	end_window(tx);
 	return MRC_ACK_OK;
 }
 
@@ -391,6 +403,8 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 			if (s->state == MRC_SENT_OUT)
 				declare_lost(tx, s, ops, ctx);
 		}
+		advance_una(tx);
+		end_window(tx);
 		if (tx->state == MRC_PATH_FAILED) {
 			/* the probe was lost: another route, a longer wait */
 			mrc_path_tx_new_route(tx, new_entropy);
@@ -406,4 +420,5 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 		}
 	}
 	advance_una(tx);
+	end_window(tx);
 }

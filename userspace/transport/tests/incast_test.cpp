@@ -25,8 +25,8 @@ constexpr uint32_t kMtu = 1400;
 
 struct Incast {
     uint32_t senders = 8, paths = 2, segments = 4000;  // segments per sender
-    u64 delay_us = 100;    // one way, each direction, before the link
-    u64 service_us = 10;   // the receiver's link: one packet per 10 us (1,120 Mbit/s)
+    u64 delay_us = 100;                                // one way, each direction, before the link
+    u64 service_us = 10;  // the receiver's link: one packet per 10 us (1,120 Mbit/s)
     u64 mark_at = 20, buffer = 128;
     bool grants = true;
 };
@@ -132,9 +132,9 @@ class IncastSim {
                     "incast: grants %d, %llu us (ideal %llu), all heard at %llu us, dropped %llu "
                     "(late %llu), late max queue %llu, jain %.3f\n",
                     c_.grants, (unsigned long long)now, (unsigned long long)total,
-                    (unsigned long long)out_.joined_us,
-                    (unsigned long long)out_.dropped, (unsigned long long)out_.dropped_late,
-                    (unsigned long long)out_.max_queue_late, out_.jain);
+                    (unsigned long long)out_.joined_us, (unsigned long long)out_.dropped,
+                    (unsigned long long)out_.dropped_late, (unsigned long long)out_.max_queue_late,
+                    out_.jain);
         return out_;
     }
 
@@ -155,7 +155,7 @@ class IncastSim {
         std::vector<mrc_path_rx> rx;  // the receiver's end of each path
         mrc_conn_tx conn;
         mrc_stream_tx stream;
-        mrc_stream_map map;  // the receiver's map of the stream
+        mrc_stream_map map;              // the receiver's map of the stream
         std::map<u64, uint32_t> ssn_of;  // cookie: the SSN a transmission carried
         std::deque<Ack> acks;
         uint32_t opened = 0;
@@ -187,9 +187,7 @@ class IncastSim {
         return true;
     }
 
-    u64 queued(u64 now) const {
-        return link_free_ > now ? (link_free_ - now) / c_.service_us : 0;
-    }
+    u64 queued(u64 now) const { return link_free_ > now ? (link_free_ - now) / c_.service_us : 0; }
 
     void send(uint32_t i, u64 now) {
         Sender &s = s_[i];
@@ -197,8 +195,7 @@ class IncastSim {
             u32 ssn;
             int lost_path;
             bool resend = mrc_stream_tx_next_resend(&s.stream, &ssn, &lost_path);
-            if (!resend && (s.opened == c_.segments || !mrc_stream_tx_can_open(&s.stream)))
-                return;
+            if (!resend && (s.opened == c_.segments || !mrc_stream_tx_can_open(&s.stream))) return;
             int p = mrc_conn_tx_pick(&s.conn, resend ? lost_path : MRC_NO_PATH, now);
             if (p == MRC_NO_PATH) return;
             if (!resend) {
@@ -214,8 +211,8 @@ class IncastSim {
             // Out of the sender's own link (as fast as the receiver's), then to the receiver's.
             u64 depart = std::max(now, s.up_free) + c_.service_us;
             s.up_free = depart;
-            toward_.insert({depart + c_.delay_us, Packet{0, i, uint32_t(p), seq, floor, ssn,
-                                                         false, ack_req}});
+            toward_.insert(
+                {depart + c_.delay_us, Packet{0, i, uint32_t(p), seq, floor, ssn, false, ack_req}});
         }
     }
 
@@ -245,8 +242,7 @@ class IncastSim {
             link_.pop_front();
             Sender &s = s_[pk.sender];
             mrc_fair_rx_arrival(&fair_, pk.sender, kMtu, now);
-            auto v = mrc_path_rx_packet(&s.rx[pk.path], pk.seq, pk.floor, pk.ce, pk.ack_req,
-                                        now);
+            auto v = mrc_path_rx_packet(&s.rx[pk.path], pk.seq, pk.floor, pk.ce, pk.ack_req, now);
             ASSERT_NE(v, MRC_RX_DROP);
             mrc_stream_map_record(&s.map, pk.ssn);
             if (v == MRC_RX_ACK_NOW) ack(pk.sender, pk.path, now);

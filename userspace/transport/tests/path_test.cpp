@@ -56,7 +56,8 @@ TEST_F(PathTest, AcknowledgedInOrderWithAnRttSample) {
     EXPECT_EQ(tx.srtt_us, 50u);
     arrive(send(4, 200), 250);
     ack(300);
-    EXPECT_EQ(tx.latest_rtt_us, 50u);  // later ones less the receiver's 50 us of delay
+    EXPECT_EQ(tx.latest_rtt_us, 100u);  // the sample as it is (RFC 9002's latest_rtt)
+    EXPECT_EQ(tx.srtt_us, 50u);         // less the receiver's 50 us of delay
 }
 
 TEST_F(PathTest, AGapWithThreeLaterArrivalsIsLostAtOnce) {

@@ -96,8 +96,8 @@ TEST(Wire, RethAndImmediateLayout) {
     p.imm = 0xb1b2b3b4;
     Bytes b = build(p, Bytes(1, 0x77));
     ASSERT_EQ(b.size(), MRC_HDR_LEN + MRC_RETH_LEN + MRC_IMM_LEN + 1u);
-    const Bytes ext = {1, 2, 3, 4, 5, 6, 7, 8, 0xa1, 0xa2, 0xa3, 0xa4, 0, 0, 0, 0,
-                       0xb1, 0xb2, 0xb3, 0xb4, 0x77};
+    const Bytes ext = {1,    2, 3, 4, 5, 6,    7,    8,    0xa1, 0xa2, 0xa3,
+                       0xa4, 0, 0, 0, 0, 0xb1, 0xb2, 0xb3, 0xb4, 0x77};
     EXPECT_EQ(Bytes(b.begin() + MRC_HDR_LEN, b.end()), ext);
 }
 
@@ -108,9 +108,9 @@ TEST(Wire, AtomicLayout) {
     p.atomic.swap_add = 0x1111111122222222ull;
     p.atomic.compare = 0x3333333344444444ull;
     Bytes b = build(p);
-    const Bytes ext = {0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 7, 0, 0, 0, 0,
-                       0x11, 0x11, 0x11, 0x11, 0x22, 0x22, 0x22, 0x22,
-                       0x33, 0x33, 0x33, 0x33, 0x44, 0x44, 0x44, 0x44};
+    const Bytes ext = {0,    0,    0,    0,    0,    0,    0x10, 0,    0,    0,    0,
+                       7,    0,    0,    0,    0,    0x11, 0x11, 0x11, 0x11, 0x22, 0x22,
+                       0x22, 0x22, 0x33, 0x33, 0x33, 0x33, 0x44, 0x44, 0x44, 0x44};
     EXPECT_EQ(Bytes(b.begin() + MRC_HDR_LEN, b.end()), ext);
 }
 
@@ -119,10 +119,12 @@ TEST(Wire, AckLayoutNamesBitsLeastSignificantFirst) {
     p.hdr.opcode = MRC_OP_ACK;
     p.hdr.path = 63;
     p.hdr.conn = 9;
+    p.hdr.stream = 2;
+    p.hdr.ssn = 0x0a0b0c0d;  // how far stream 2 was accepted
     p.ack.path.cum = 0x01020304;
     p.ack.path.bits[0] = 1ull | 1ull << 9;  // cum + 1 and cum + 10
-    p.ack.path.bits[3] = 1ull << 63;       // cum + 256
-    p.ack.path.ack_delay_us = 70000;       // saturates
+    p.ack.path.bits[3] = 1ull << 63;        // cum + 256
+    p.ack.path.ack_delay_us = 70000;        // saturates
     p.ack.path.ce = 3;
     p.ack.share = 0x8000;
     p.ack.capacity_mbps = 100000;
@@ -130,6 +132,7 @@ TEST(Wire, AckLayoutNamesBitsLeastSignificantFirst) {
     ASSERT_EQ(b.size(), MRC_HDR_LEN + MRC_ACK_LEN + 0u);
     EXPECT_EQ(b[0], 0x20);
     EXPECT_EQ(b[2], 63);
+    EXPECT_EQ(Bytes(b.begin() + 12, b.begin() + 20), (Bytes{0, 0, 0, 2, 0x0a, 0x0b, 0x0c, 0x0d}));
     Bytes ext(b.begin() + MRC_HDR_LEN, b.end());
     Bytes want(MRC_ACK_LEN, 0);
     want[0] = 1, want[1] = 2, want[2] = 3, want[3] = 4;
@@ -177,11 +180,10 @@ TEST(Wire, NakAndDatagramLayout) {
 
 // A random packet every field of which a correct sender could send.
 Bytes random_valid(std::mt19937_64 &rng) {
-    static const uint8_t ops[] = {MRC_OP_SEND,     MRC_OP_SEND_IMM,  MRC_OP_SEND_INV,
-                                  MRC_OP_WRITE,    MRC_OP_WRITE_IMM, MRC_OP_READ_REQ,
-                                  MRC_OP_READ_RESP, MRC_OP_CMP_SWP,  MRC_OP_FETCH_ADD,
-                                  MRC_OP_ATOMIC_RESP, MRC_OP_NAK,    MRC_OP_UD_SEND,
-                                  MRC_OP_UD_SEND_IMM, MRC_OP_ACK};
+    static const uint8_t ops[] = {
+        MRC_OP_SEND,     MRC_OP_SEND_IMM,  MRC_OP_SEND_INV,    MRC_OP_WRITE,     MRC_OP_WRITE_IMM,
+        MRC_OP_READ_REQ, MRC_OP_READ_RESP, MRC_OP_CMP_SWP,     MRC_OP_FETCH_ADD, MRC_OP_ATOMIC_RESP,
+        MRC_OP_NAK,      MRC_OP_UD_SEND,   MRC_OP_UD_SEND_IMM, MRC_OP_ACK};
     uint8_t op = ops[rng() % std::size(ops)];
     uint16_t mask = mrc_opcode[op].mask;
     mrc_pkt p{};
@@ -229,6 +231,8 @@ Bytes random_valid(std::mt19937_64 &rng) {
         p.deth.src_qpn = static_cast<uint32_t>(rng());
     }
     if (mask & MRC_OPM_ACK) {
+        p.hdr.stream = static_cast<uint16_t>(rng());
+        p.hdr.ssn = static_cast<uint32_t>(rng());
         p.ack.path.cum = static_cast<uint32_t>(rng());
         for (auto &w : p.ack.path.bits) w = rng();
         p.ack.path.ack_delay_us = rng() % 65536;
@@ -245,9 +249,7 @@ Bytes random_valid(std::mt19937_64 &rng) {
     return build(p, payload);
 }
 
-Bytes rebuild(const mrc_pkt &p) {
-    return build(p, Bytes(p.payload, p.payload + p.payload_len));
-}
+Bytes rebuild(const mrc_pkt &p) { return build(p, Bytes(p.payload, p.payload + p.payload_len)); }
 
 TEST(Wire, EveryValidPacketRoundTripsExactly) {
     std::mt19937_64 rng(15);
@@ -292,7 +294,7 @@ TEST(Wire, RandomAndMutatedBytesAreRefusedOrCanonical) {
 }
 
 class Refused : public ::testing::Test {
-protected:
+  protected:
     Bytes send_ = build(data_pkt(MRC_OP_SEND, 0, 4), Bytes(4, 1));
     mrc_pkt p_;
     mrc_wire_error parse_send() { return parse(send_, &p_); }
@@ -341,6 +343,18 @@ TEST_F(Refused, ReservedBitsAndFields) {
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
     b[8] = 0;
     b[0] |= MRC_F_ACK_REQ;
+    EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
+    b[0] &= ~MRC_F_ACK_REQ;
+    b[23] = 1;  // an ACK names no message
+    EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
+    b[23] = 0;
+    EXPECT_EQ(parse(b, &p_), MRC_WIRE_OK);
+
+    mrc_pkt u{};
+    u.hdr.opcode = MRC_OP_UD_SEND;
+    u.hdr.msg_len = 1;
+    b = build(u, Bytes(1, 0));
+    b[15] = 1;  // a datagram is in no stream
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
 }
 

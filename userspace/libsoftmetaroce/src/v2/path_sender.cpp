@@ -147,7 +147,8 @@ uint64_t PathSender::loss_delay_us() const {
 
 uint64_t PathSender::pto_deadline() const {
     if (in_flight_ == 0) return kNever;
-    return std::max(newest_sent_us_, last_progress_us_) + pto_us();
+    // Section 5.3: a PTO after the newest packet sent (as RFC 9002 arms its PTO).
+    return newest_sent_us_ + pto_us();
 }
 
 uint64_t PathSender::deadline() const {
@@ -158,7 +159,7 @@ uint64_t PathSender::deadline() const {
         for (uint32_t s = floor_; s != next_ && seq_before(s, largest_acked_); ++s) {
             const Record& r = at(s);
             if (r.state == Tx::InFlight) {
-                t = std::min(t, r.sent_us + loss_delay_us() + 1);
+                t = std::min(t, r.sent_us + loss_delay_us());
                 break;
             }
         }
@@ -184,7 +185,7 @@ void PathSender::detect_losses(uint64_t now_us, PathEvents& ev) {
         if (r.state != Tx::InFlight) continue;
         const bool by_gap = r.route == largest_route_ &&
                             seq_diff(largest_acked_, s) >= static_cast<int32_t>(kLossGap);
-        const bool by_time = now_us > r.sent_us && now_us - r.sent_us > delay;
+        const bool by_time = now_us >= r.sent_us + delay;
         if (by_gap || by_time) lose(r, ev);
     }
 }
@@ -222,10 +223,12 @@ void PathSender::check_window_end() {
         bad_windows_ = 0;
         run_had_loss_ = false;
     }
-    if (bad_windows_ >= kRepathWindows)
+    // A run of kRepathWindows bad windows asks once; the count then starts again.
+    if (bad_windows_ >= kRepathWindows) {
         repath_ = run_had_loss_ ? Repath::Loss : Repath::Marks;
-    else
-        repath_ = Repath::None;
+        bad_windows_ = 0;
+        run_had_loss_ = false;
+    }
     win_acked_ = win_lost_ = win_marked_ = 0;
     window_end_ = next_;
 }

@@ -140,10 +140,10 @@ TEST(PathSender, LossByGapOnlyOnTheSameRoute) {
     t.ack(ack_of(0, {5}), 100);
     EXPECT_EQ(t.ev.lost, (Cookies{1002}));  // 0 and 1 are 5 and 4 behind, but on the old route
     // Only the time rule calls them lost.
-    EXPECT_EQ(t.p.deadline(), 1001u);  // at least 1 ms
-    t.timer(1000);
+    EXPECT_EQ(t.p.deadline(), 1000u);  // at least 1 ms
+    t.timer(999);
     EXPECT_TRUE(t.ev.lost.empty());
-    t.timer(1001);  // all that left at 0 below 5, whatever their route
+    t.timer(1000);  // all that left at 0 below 5, whatever their route
     EXPECT_EQ(t.ev.lost, (Cookies{1000, 1001, 1003, 1004}));
 }
 
@@ -156,10 +156,10 @@ TEST(PathSender, LossByTimeIsNineEighthsOfTheLargerRtt) {
     EXPECT_EQ(t.p.latest_rtt_us(), 8000u);
     EXPECT_EQ(t.p.srtt_us(), 1875u);
     EXPECT_TRUE(t.ev.lost.empty());
-    EXPECT_EQ(t.p.deadline(), 1000u + 9000 + 1);  // more than 9/8 * 8000 after it left
-    t.timer(10000);
+    EXPECT_EQ(t.p.deadline(), 1000u + 9000);  // 9/8 * 8000 after it left
+    t.timer(9999);
     EXPECT_TRUE(t.ev.lost.empty());
-    t.timer(10001);
+    t.timer(10000);
     EXPECT_EQ(t.ev.lost, (Cookies{1001}));
     EXPECT_EQ(t.p.deadline(), kNever);
 }
@@ -272,11 +272,13 @@ TEST(PathSender, ProbeTimeoutLosesTheTailAndDoubles) {
     EXPECT_EQ(t.p.pto_count(), 0u);
 }
 
-TEST(PathSender, ProbeTimeoutCountsFromTheLastAcknowledgement) {
+TEST(PathSender, ProbeTimeoutCountsFromTheNewestPacketSent) {
     Tx t;
     t.send_n(4, 0);
-    t.ack(ack_of(1), 100);  // RTT 100: PTO 100 + 1000 + 200
-    EXPECT_EQ(t.p.deadline(), 100u + 1300);
+    t.ack(ack_of(1), 100);  // RTT 100: PTO 100 + 1000 + 200, from the newest sent (at 0)
+    EXPECT_EQ(t.p.deadline(), 0u + 1300);
+    t.send(500);
+    EXPECT_EQ(t.p.deadline(), 500u + 1300);
 }
 
 TEST(PathSender, ProbeTimeoutIsAtMostTwoSeconds) {
@@ -444,10 +446,12 @@ TEST(PathSender, FourMarkedWindowsInARowAskForANewRouteByMarks) {
     EXPECT_EQ(r.tx.bad_windows(), 0u);
     for (int i = 0; i < 4; ++i) r.round(0, 8);
     EXPECT_EQ(r.tx.repath_wanted(), Repath::Marks);
-    r.round(0, 8);  // the connection declined: still asking
-    EXPECT_EQ(r.tx.repath_wanted(), Repath::Marks);
-    r.round(0, 0);
+    EXPECT_EQ(r.tx.bad_windows(), 0u);  // a run asks once; the count starts again
+    r.tx.clear_repath();                // the connection declined
+    for (int i = 0; i < 3; ++i) r.round(0, 8);
     EXPECT_EQ(r.tx.repath_wanted(), Repath::None);
+    r.round(0, 8);
+    EXPECT_EQ(r.tx.repath_wanted(), Repath::Marks);
 }
 
 TEST(PathSender, ARunWithAnyLossyWindowAsksByLoss) {

@@ -44,6 +44,8 @@ class PathSender {
     // The connection acting on repath_wanted(): the sequence goes on over a new route.
     void new_route(uint16_t entropy);
     Repath repath_wanted() const { return repath_; }
+    // The connection declined a request for marks (no other path is clearly less marked).
+    void clear_repath() { repath_ = Repath::None; }
 
     uint32_t pto_us() const;
     uint32_t next_seq() const { return next_; }

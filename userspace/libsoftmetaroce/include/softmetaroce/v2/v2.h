@@ -1,6 +1,7 @@
 // The independent C++ model of protocol v2's paths and streams (docs/protocol-v2.md sections
-// 3-6 and 8), written from the spec alone. V2_SPEC_QUESTIONS.md lists every choice it made
-// where the spec is silent.
+// 3-6 and 8), written from the spec alone. The choices it had to make where the spec was silent
+// are now the spec's Appendix A; the differential test (userspace/transport/tests) holds it and
+// the C core to the same answers.
 #pragma once
 
 #include "softmetaroce/v2/path_ack.h"
