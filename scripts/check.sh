@@ -61,9 +61,11 @@ section "libsoftmetaroce and the transport core with ASan and UBSan (clang), cod
 san=$BUILD/sanitize
 if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 	-DMETAROCE_FUZZ=ON -DMETAROCE_WERROR=ON >"$BUILD/sanitize.log" 2>&1 &&
-	cmake --build "$san" -j "$JOBS" --target softmetaroce_tests mrcore_tests \
+	cmake --build "$san" -j "$JOBS" --target softmetaroce_tests \
+		softmetaroce_v2_tests mrcore_tests mrcore_differential_tests \
 		softmetaroce_codec_fuzz softmetaroce_seed_corpus \
-		softmetaroce_codec_replay >>"$BUILD/sanitize.log" 2>&1; then
+		softmetaroce_codec_replay mrcore_wire_fuzz \
+		>>"$BUILD/sanitize.log" 2>&1; then
 	(cd "$san" && ctest -L 'softmetaroce|mrcore' -j "$JOBS") 2>&1 |
 		tee "$BUILD/ctest-sanitize.log" | tail -n 3
 	count $(ctest_counts "$BUILD/ctest-sanitize.log")
@@ -79,6 +81,21 @@ if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 	else
 		tail -n 30 "$BUILD/fuzz.log"
 		echo "fuzz: FAILED (log: $BUILD/fuzz.log)"
+		count 0 1
+	fi
+	rm -rf "$corpus"
+
+	# protocol v2's parser, from an empty corpus (its comparisons guide it)
+	corpus=$(mktemp -d)
+	if "$san"/transport/mrcore_wire_fuzz \
+		-max_total_time="${CHECK_FUZZ_SECONDS:-30}" "$corpus" \
+		>"$BUILD/wire-fuzz.log" 2>&1; then
+		echo "v2 parser fuzz: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' \
+			"$BUILD/wire-fuzz.log" | tail -n 1), no crash"
+		count 1 0
+	else
+		tail -n 30 "$BUILD/wire-fuzz.log"
+		echo "v2 parser fuzz: FAILED (log: $BUILD/wire-fuzz.log)"
 		count 0 1
 	fi
 	rm -rf "$corpus"
