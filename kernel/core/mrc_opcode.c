@@ -36,7 +36,7 @@ const struct mrc_opcode_info mrc_opcode[MRC_NUM_OPCODES] = {
 	},
 	[MRC_OP_READ_REQ] = {
 		.name = "READ_REQ",
-		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_RETH,
+		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_REQ | MRC_OPM_RETH,
 		.length = MRC_HDR_LEN + MRC_RETH_LEN,
 	},
 	[MRC_OP_READ_RESP] = {
@@ -46,12 +46,14 @@ const struct mrc_opcode_info mrc_opcode[MRC_NUM_OPCODES] = {
 	},
 	[MRC_OP_CMP_SWP] = {
 		.name = "CMP_SWP",
-		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_ATOMIC,
+		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_REQ |
+			MRC_OPM_ATOMIC,
 		.length = MRC_HDR_LEN + MRC_ATOMIC_LEN,
 	},
 	[MRC_OP_FETCH_ADD] = {
 		.name = "FETCH_ADD",
-		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_ATOMIC,
+		.mask = MRC_OPM_SEQ | MRC_OPM_SEG | MRC_OPM_REQ |
+			MRC_OPM_ATOMIC,
 		.length = MRC_HDR_LEN + MRC_ATOMIC_LEN,
 	},
 	[MRC_OP_ATOMIC_RESP] = {

@@ -53,6 +53,7 @@ enum mrc_op_mask {
 	MRC_OPM_DETH	= 1 << 8,	/* extension: Q_Key, source QP */
 	MRC_OPM_ACK	= 1 << 9,	/* extension: a path's ACK */
 	MRC_OPM_NAK	= 1 << 10,	/* extension: syndrome, refused SSN */
+	MRC_OPM_REQ	= 1 << 11,	/* a request the responder answers */
 };
 
 /* Byte lengths of the transport header and of each extension. */
