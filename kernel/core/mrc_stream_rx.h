@@ -3,7 +3,10 @@
  * The receiving end of a stream (protocol-v2.md sections 8.1 and 9): which
  * segments it takes, when a receive-consuming message completes, when a
  * request may run. The caller places the bytes and keeps the receive WQEs;
- * this decides the order.
+ * this decides the order. A segment refused (or beyond) is not recorded on
+ * its path either, so its sender takes it for lost and sends it again: the
+ * caller records a transmission on its path only for a segment taken or a
+ * duplicate.
  */
 #ifndef MRC_STREAM_RX_H
 #define MRC_STREAM_RX_H

@@ -59,10 +59,7 @@ static bool unused_zero(const struct mrc_hdr *h, u16 mask)
 	if (!(mask & MRC_OPM_SEQ) &&
 	    (h->seq || h->floor_delta || (h->flags & (MRC_F_ACK_REQ | MRC_F_RETX))))
 		return false;
-	/* an ACK's stream and SSN: how far that stream was accepted */
-	if (!(mask & (MRC_OPM_SEG | MRC_OPM_ACK)) && (h->ssn || h->stream))
-		return false;
-	if (!(mask & MRC_OPM_SEG) && h->msn)
+	if (!(mask & MRC_OPM_SEG) && (h->ssn || h->msn || h->stream))
 		return false;
 	if ((mask & MRC_OPM_ACK) && (h->flags || h->msg_len))
 		return false;

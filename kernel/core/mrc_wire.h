@@ -93,9 +93,7 @@ struct mrc_hdr {
 	u32 seq;		/* the transmission's path sequence */
 	u8 floor_delta;		/* seq minus the sender's floor */
 	u16 stream;
-	u32 ssn;		/* the segment's stream sequence; an ACK: the
-				 * stream's accepted cum
-				 */
+	u32 ssn;		/* the segment's stream sequence */
 	u32 msn;		/* its message; a response: the request's */
 	u32 offset;		/* its first byte within the message */
 	u32 msg_len;		/* the whole message's length */

@@ -119,8 +119,6 @@ TEST(Wire, AckLayoutNamesBitsLeastSignificantFirst) {
     p.hdr.opcode = MRC_OP_ACK;
     p.hdr.path = 63;
     p.hdr.conn = 9;
-    p.hdr.stream = 2;
-    p.hdr.ssn = 0x0a0b0c0d;  // how far stream 2 was accepted
     p.ack.path.cum = 0x01020304;
     p.ack.path.bits[0] = 1ull | 1ull << 9;  // cum + 1 and cum + 10
     p.ack.path.bits[3] = 1ull << 63;        // cum + 256
@@ -132,7 +130,7 @@ TEST(Wire, AckLayoutNamesBitsLeastSignificantFirst) {
     ASSERT_EQ(b.size(), MRC_HDR_LEN + MRC_ACK_LEN + 0u);
     EXPECT_EQ(b[0], 0x20);
     EXPECT_EQ(b[2], 63);
-    EXPECT_EQ(Bytes(b.begin() + 12, b.begin() + 20), (Bytes{0, 0, 0, 2, 0x0a, 0x0b, 0x0c, 0x0d}));
+    EXPECT_EQ(Bytes(b.begin() + 8, b.begin() + 32), Bytes(24, 0));  // not sequenced
     Bytes ext(b.begin() + MRC_HDR_LEN, b.end());
     Bytes want(MRC_ACK_LEN, 0);
     want[0] = 1, want[1] = 2, want[2] = 3, want[3] = 4;
@@ -231,8 +229,6 @@ Bytes random_valid(std::mt19937_64 &rng) {
         p.deth.src_qpn = static_cast<uint32_t>(rng());
     }
     if (mask & MRC_OPM_ACK) {
-        p.hdr.stream = static_cast<uint16_t>(rng());
-        p.hdr.ssn = static_cast<uint32_t>(rng());
         p.ack.path.cum = static_cast<uint32_t>(rng());
         for (auto &w : p.ack.path.bits) w = rng();
         p.ack.path.ack_delay_us = rng() % 65536;
@@ -345,7 +341,10 @@ TEST_F(Refused, ReservedBitsAndFields) {
     b[0] |= MRC_F_ACK_REQ;
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
     b[0] &= ~MRC_F_ACK_REQ;
-    b[23] = 1;  // an ACK names no message
+    b[17] = 1;  // an ACK names no segment
+    EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
+    b[17] = 0;
+    b[23] = 1;  // nor a message
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
     b[23] = 0;
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_OK);
