@@ -15,8 +15,6 @@
 
 /* Receive-consuming messages between the oldest not complete and the newest. */
 #define MRC_RECV_SLOTS		MRC_STREAM_MAP_BITS
-/* Requests (READ, atomics) accepted and not yet run, at most. */
-#define MRC_MAX_REQUESTS	128
 
 struct mrc_stream_rx {
 	struct mrc_stream_map map;	/* the segments accepted */

@@ -15,6 +15,7 @@
 #define MRC_ENTROPY_MASK	0x3fff
 #define MRC_VERSION		2
 #define MRC_MAX_FLOOR_DELTA	254	/* a path's sequence past its floor */
+#define MRC_MAX_REQUESTS	128	/* READs and atomics out: max_rd_atomic */
 
 /* The transport header's flags: its low four bits. */
 #define MRC_F_ACK_REQ		0x1	/* acknowledge this path at once */
