@@ -11,4 +11,6 @@
 #include "softmetaroce/v2/ring_map.h"
 #include "softmetaroce/v2/seq.h"
 #include "softmetaroce/v2/stream_map.h"
+#include "softmetaroce/v2/stream_receiver.h"
+#include "softmetaroce/v2/stream_segment.h"
 #include "softmetaroce/v2/stream_sender.h"
