@@ -8,6 +8,7 @@
 #include "softmetaroce/v2/path_map.h"
 #include "softmetaroce/v2/path_receiver.h"
 #include "softmetaroce/v2/path_sender.h"
+#include "softmetaroce/v2/requester.h"
 #include "softmetaroce/v2/ring_map.h"
 #include "softmetaroce/v2/seq.h"
 #include "softmetaroce/v2/stream_map.h"
