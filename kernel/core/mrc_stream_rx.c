@@ -41,7 +41,9 @@ enum mrc_seg_verdict mrc_stream_rx_check(struct mrc_stream_rx *rx,
 		rx->beyond++;
 		return MRC_SEG_BEYOND;
 	}
-	if (rx->refusing && mrc_seq_diff(h->ssn, rx->refused_ssn) > 0) {
+	/* a NAK is never refused (section 9.2): it may be what frees us */
+	if (rx->refusing && h->opcode != MRC_OP_NAK &&
+	    mrc_seq_diff(h->ssn, rx->refused_ssn) > 0) {
 		rx->refused++;
 		return MRC_SEG_REFUSE;
 	}

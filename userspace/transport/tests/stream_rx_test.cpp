@@ -105,6 +105,15 @@ TEST(StreamRx, RnrRefusesFromTheRefusedSegmentOnUntilTheSenderGoesBack) {
     EXPECT_EQ(completions(rx), (std::vector<uint32_t>{0, 1, 2}));
 }
 
+// Found by the differential test: the spec says a NAK is never refused (section 9.2).
+TEST(StreamRx, ANakIsTakenWhileRefusing) {
+    mrc_stream_rx rx;
+    mrc_stream_rx_init(&rx, 0, 0, 16);
+    EXPECT_TRUE(mrc_stream_rx_refuse(&rx, 0));
+    EXPECT_EQ(take(rx, seg(MRC_OP_READ_RESP, 1, 77, 0, 1), 1), MRC_SEG_REFUSE);
+    EXPECT_EQ(take(rx, seg(MRC_OP_NAK, 2, 77, 0, 0), 0), MRC_SEG_TAKE);
+}
+
 TEST(StreamRx, OutsideTheMapOrItsMessageSlotsIsBeyond) {
     mrc_stream_rx rx;
     mrc_stream_rx_init(&rx, 0, 50, 16);
