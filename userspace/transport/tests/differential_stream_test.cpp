@@ -169,4 +169,177 @@ TEST(DifferentialStream, ReceiversAgree) {
     EXPECT_GT(st.requests, 500u);
 }
 
+// Requesters: the same work requests, the same deliveries, losses and resends, and the same
+// responses (split into the responder's segments, delivered in any order, with stray and wrong
+// ones) into both; they must agree on every segment, verdict and completion.
+std::string run_requesters(uint32_t seed, Stats &st) {
+    std::mt19937 rng(seed);
+    const uint32_t mtu = 1024, nwrs = 64, ssn0 = rng(), msn0 = rng();
+    const uint32_t max_reqs = 1 + rng() % 8;
+    std::vector<mrc_wr> wrs(nwrs);
+    mrc_req c;
+    mrc_req_init(&c, wrs.data(), nwrs, mtu, msn0, max_reqs);
+    mrc_stream_tx cst;
+    mrc_stream_tx_init(&cst, ssn0);
+    m::Requester model(nwrs, mtu, msn0, max_reqs);
+    m::StreamSender mst(ssn0);
+    struct Answer {
+        uint8_t op;
+        uint32_t req_ssn, len, next_offset;
+    };
+    std::vector<uint32_t> out;    // segments sent, not yet delivered
+    std::vector<Answer> answers;  // requests whose response is partly owed
+    auto fail = [&](int step, const std::string &what) {
+        return "step " + std::to_string(step) + ": " + what;
+    };
+    auto same_seg = [](const mrc_seg_out &a, const m::SegmentOut &b) {
+        if (a.wr != b.wr || (a.op == 0) != b.local) return false;
+        if (b.local) return true;
+        return a.op == uint8_t(b.op) && a.ssn == b.ssn && a.msn == b.msn && a.offset == b.offset &&
+               a.payload_len == b.payload_len && a.msg_len == b.msg_len;
+    };
+    for (int step = 0; step < 4000; step++) {
+        switch (rng() % 6) {
+            case 0: {  // post
+                static const uint8_t ops[] = {
+                    MRC_OP_SEND,     MRC_OP_SEND_IMM,  MRC_OP_WRITE,   MRC_OP_WRITE_IMM,
+                    MRC_OP_READ_REQ, MRC_OP_FETCH_ADD, MRC_OP_CMP_SWP, 0};
+                uint8_t op = ops[rng() % std::size(ops)];
+                uint32_t len = (op == MRC_OP_FETCH_ADD || op == MRC_OP_CMP_SWP) ? 8 : rng() % 5000;
+                bool fence = rng() % 8 == 0;
+                uint32_t ci;
+                bool cp = mrc_req_post(&c, op, len, fence ? MRC_WR_FENCE : 0, &ci);
+                auto mp =
+                    model.post(op ? std::optional<m::Op>(m::Op(op)) : std::nullopt, len, fence);
+                if (cp != mp.has_value() || (cp && ci != *mp)) return fail(step, "post differs");
+                break;
+            }
+            case 1: {  // send what may be sent
+                for (;;) {
+                    mrc_seg_out co;
+                    bool cn = mrc_req_next(&c, &cst, &co);
+                    auto mn = model.next(mst);
+                    if (cn != mn.has_value()) return fail(step, "next differs (presence)");
+                    if (!cn) break;
+                    if (!same_seg(co, *mn)) return fail(step, "next segment differs");
+                    if (co.op == 0) continue;
+                    mrc_stream_tx_sent(&cst, co.ssn);
+                    mst.on_sent(co.ssn);
+                    out.push_back(co.ssn);
+                    if (mrc_opcode[co.op].mask & MRC_OPM_REQ)
+                        answers.push_back({co.op, co.ssn, co.msg_len, 0});
+                }
+                break;
+            }
+            case 2: {  // deliver one
+                if (out.empty()) break;
+                size_t k = rng() % out.size();
+                uint32_t ssn = out[k];
+                out.erase(out.begin() + k);
+                bool cd = mrc_stream_tx_acked(&cst, ssn), md = mst.on_acked(ssn);
+                if (cd != md) return fail(step, "delivered differs");
+                if (cd) {
+                    mrc_req_delivered(&c, ssn);
+                    model.delivered(ssn);
+                }
+                break;
+            }
+            case 3: {  // lose one, resend the oldest lost
+                if (out.empty()) break;
+                uint32_t ssn = out[rng() % out.size()];
+                mrc_stream_tx_lost(&cst, ssn, 0);
+                mst.on_lost(ssn, 0);
+                uint32_t rs;
+                int lp;
+                bool cr = mrc_stream_tx_next_resend(&cst, &rs, &lp);
+                auto mr = mst.next_resend();
+                if (cr != mr.has_value() || (cr && rs != mr->first))
+                    return fail(step, "resend differs");
+                if (!cr) break;
+                mrc_seg_out co;
+                bool cd = mrc_req_resend(&c, rs, &co);
+                auto md = model.resend(rs);
+                if (cd != md.has_value() || (cd && !same_seg(co, *md)))
+                    return fail(step, "resent segment differs: core " + std::to_string(cd) +
+                                          " op " + std::to_string(co.op) + " wr " +
+                                          std::to_string(co.wr) + ", model " +
+                                          std::to_string(md.has_value()) + " op " +
+                                          std::to_string(md ? int(md->op) : -1) + " wr " +
+                                          std::to_string(md ? md->wr : 0));
+                mrc_stream_tx_sent(&cst, rs);
+                mst.on_sent(rs);
+                break;
+            }
+            case 4: {  // a response segment, or a stray one
+                mrc_hdr h{};
+                uint32_t payload;
+                size_t k = 0;
+                bool stray = answers.empty() || rng() % 10 == 0;
+                if (stray) {
+                    h.opcode = rng() % 2 ? MRC_OP_READ_RESP : MRC_OP_ATOMIC_RESP;
+                    h.msn = answers.empty() || rng() % 2 ? uint32_t(rng())
+                                                         : answers[rng() % answers.size()].req_ssn;
+                    h.msg_len = rng() % 3000;
+                    h.offset = 0;
+                    payload = std::min<uint32_t>(h.msg_len, mtu);
+                    if (h.opcode == MRC_OP_ATOMIC_RESP) h.msg_len = payload = 8;
+                } else {
+                    k = rng() % answers.size();
+                    Answer &a = answers[k];
+                    h.opcode = a.op == MRC_OP_READ_REQ ? MRC_OP_READ_RESP : MRC_OP_ATOMIC_RESP;
+                    h.msn = a.req_ssn;
+                    h.msg_len = a.op == MRC_OP_READ_REQ ? a.len : 8;
+                    h.offset = a.next_offset;
+                    payload = std::min(mtu, h.msg_len - h.offset);
+                }
+                uint32_t cw = 0, mw = 0;
+                int cv = int(mrc_req_response(&c, &h, payload, &cw));
+                auto mv = model.response(m::Op(h.opcode), h.msn, h.offset, h.msg_len, payload, &mw);
+                int mvi = mv == m::RespVerdict::Ok        ? MRC_RESP_OK
+                          : mv == m::RespVerdict::Unknown ? MRC_RESP_UNKNOWN
+                                                          : MRC_RESP_BAD;
+                if (cv != mvi) return fail(step, "response verdict differs");
+                if (cv != MRC_RESP_OK) break;
+                if (cw != mw) return fail(step, "response's request differs");
+                // A response delivers its request (section 9.1).
+                bool cd = mrc_stream_tx_acked(&cst, h.msn), md = mst.on_acked(h.msn);
+                if (cd != md) return fail(step, "a response's delivery of its request differs");
+                if (cd) {
+                    mrc_req_delivered(&c, h.msn);
+                    model.delivered(h.msn);
+                    out.erase(std::remove(out.begin(), out.end(), h.msn), out.end());
+                }
+                mrc_req_answered(&c, cw, payload);
+                model.answered(mw, payload);
+                if (!stray) {
+                    answers[k].next_offset += payload;
+                    if (answers[k].next_offset >= h.msg_len) answers.erase(answers.begin() + k);
+                }
+                break;
+            }
+            case 5:
+                break;
+        }
+        for (;;) {
+            uint32_t cc;
+            bool cd = mrc_req_next_completion(&c, &cc);
+            auto md = model.next_completion();
+            if (cd != md.has_value() || (cd && cc != *md)) return fail(step, "completion differs");
+            if (!cd) break;
+            st.completions++;
+        }
+    }
+    if (c.posted != model.posted() || c.completed != model.completed() ||
+        c.bad_responses != model.bad_responses())
+        return "counters differ at the end";
+    st.requests += c.completed;
+    return "";
+}
+
+TEST(DifferentialStream, RequestersAgree) {
+    Stats st;
+    for (uint32_t seed = 1; seed <= 200; seed++) EXPECT_EQ(run_requesters(seed, st), "") << seed;
+    EXPECT_GT(st.completions, 10000u);
+}
+
 }  // namespace
