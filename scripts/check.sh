@@ -57,7 +57,20 @@ selftests/vm/test-bench.sh --host 2>&1 | tee "$BUILD/test-bench.log"
 count "$(grep -cE '^ok [0-9]+' "$BUILD/test-bench.log")" \
 	"$(grep -cE '^not ok [0-9]+' "$BUILD/test-bench.log")"
 
-section "libsoftmetaroce and the transport core with ASan and UBSan (clang), codec fuzzer"
+# fuzz NAME BINARY CORPUS LOG: a bounded libFuzzer run, one result.
+fuzz() {
+	if "$2" -max_total_time="${CHECK_FUZZ_SECONDS:-30}" "$3" >"$4" 2>&1; then
+		echo "$1: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$4" |
+			tail -n 1), no crash"
+		count 1 0
+	else
+		tail -n 30 "$4"
+		echo "$1: FAILED (log: $4)"
+		count 0 1
+	fi
+}
+
+section "libsoftmetaroce and the transport core with ASan and UBSan (clang), fuzzers"
 san=$BUILD/sanitize
 if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 	-DMETAROCE_FUZZ=ON -DMETAROCE_WERROR=ON >"$BUILD/sanitize.log" 2>&1 &&
@@ -72,32 +85,13 @@ if CC=clang CXX=clang++ cmake -S userspace -B "$san" -DMETAROCE_SANITIZE=ON \
 
 	corpus=$(mktemp -d)
 	"$san"/libsoftmetaroce/softmetaroce_seed_corpus "$corpus" >/dev/null
-	if "$san"/libsoftmetaroce/softmetaroce_codec_fuzz \
-		-max_total_time="${CHECK_FUZZ_SECONDS:-30}" "$corpus" \
-		>"$BUILD/fuzz.log" 2>&1; then
-		echo "fuzz: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' \
-			"$BUILD/fuzz.log" | tail -n 1), no crash"
-		count 1 0
-	else
-		tail -n 30 "$BUILD/fuzz.log"
-		echo "fuzz: FAILED (log: $BUILD/fuzz.log)"
-		count 0 1
-	fi
+	fuzz "codec fuzz" "$san"/libsoftmetaroce/softmetaroce_codec_fuzz \
+		"$corpus" "$BUILD/fuzz.log"
 	rm -rf "$corpus"
-
 	# protocol v2's parser, from an empty corpus (its comparisons guide it)
 	corpus=$(mktemp -d)
-	if "$san"/transport/mrcore_wire_fuzz \
-		-max_total_time="${CHECK_FUZZ_SECONDS:-30}" "$corpus" \
-		>"$BUILD/wire-fuzz.log" 2>&1; then
-		echo "v2 parser fuzz: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' \
-			"$BUILD/wire-fuzz.log" | tail -n 1), no crash"
-		count 1 0
-	else
-		tail -n 30 "$BUILD/wire-fuzz.log"
-		echo "v2 parser fuzz: FAILED (log: $BUILD/wire-fuzz.log)"
-		count 0 1
-	fi
+	fuzz "v2 parser fuzz" "$san"/transport/mrcore_wire_fuzz "$corpus" \
+		"$BUILD/wire-fuzz.log"
 	rm -rf "$corpus"
 else
 	tail -n 30 "$BUILD/sanitize.log"
