@@ -15,3 +15,4 @@
 #include "softmetaroce/v2/stream_receiver.h"
 #include "softmetaroce/v2/stream_segment.h"
 #include "softmetaroce/v2/stream_sender.h"
+#include "softmetaroce/v2/wire.h"
