@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Paths (protocol.md section 7): each a UDP source port that ECMP hashes
- * onto its own route. New packets go round robin over healthy paths; a
- * path that loses packets in a row is failed, left alone for a backoff,
- * then probed; a delivery on it makes it healthy again.
+ * onto its own route. New packets go round robin over healthy paths (a
+ * slow one gets one per round trip); a path that loses packets in a row is
+ * failed, left alone for a backoff, then probed; a delivery on it makes it
+ * healthy again.
  */
 #include <linux/jhash.h>
 
@@ -88,17 +89,25 @@ int soft_path_pick(struct soft_req *req, int avoid)
 
 		if ((int)p == avoid && n > 1)
 			continue;
-		/* Skip slow paths: more than twice the best round trip. */
+		/*
+		 * Skip slow paths (more than twice the best round trip), but
+		 * for one packet per their round trip: a path left unused is
+		 * never measured again, one high sample would exclude it for
+		 * good, and one that went bad would never fail.
+		 */
 		if (path->state == PATH_ACTIVE && best_rtt != U32_MAX &&
-		    path->srtt_us > 2 * best_rtt + 200)
+		    path->srtt_us > 2 * best_rtt + 200 &&
+		    now - path->used_us < path->srtt_us)
 			continue;
 		if (!path_usable(path, now))
 			continue;
+		path->used_us = now;
 		req->next_path = (p + 1) % n;
 		return p;
 	}
 	/* Nothing healthy: go on round robin over all, so probes continue. */
 	i = req->next_path;
+	req->paths[i].used_us = now;
 	req->next_path = (i + 1) % n;
 	return i;
 }

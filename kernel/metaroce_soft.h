@@ -100,6 +100,7 @@ struct soft_path {
 	u32 inflight;
 	u32 srtt_us;
 	u32 retry_at_us;		/* FAILED/SUSPECT: next probe */
+	u32 used_us;			/* last picked for a packet */
 	u32 backoff_us;
 	u64 sent;
 	u64 lost;
