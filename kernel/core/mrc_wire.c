@@ -53,17 +53,30 @@ static const struct mrc_opcode_info *lookup(u8 opcode)
 	return &mrc_opcode[opcode];
 }
 
-/* Fields the opcode does not use must be 0, so they can be given meaning. */
-static bool unused_zero(const struct mrc_hdr *h, u16 mask)
+/*
+ * The transport header's rules, in byte order, so that a packet wrong in
+ * two ways gets one answer: reserved bits and fields are 0, and so are the
+ * fields the opcode does not use, so they can be given meaning later.
+ */
+static enum mrc_wire_error check_header(const struct mrc_hdr *h, u8 byte3,
+					u16 delta, u16 mask)
 {
-	if (!(mask & MRC_OPM_SEQ) &&
-	    (h->seq || h->floor_delta || (h->flags & (MRC_F_ACK_REQ | MRC_F_RETX))))
-		return false;
-	if (!(mask & MRC_OPM_SEG) && (h->ssn || h->msn || h->stream))
-		return false;
-	if ((mask & MRC_OPM_ACK) && (h->flags || h->msg_len))
-		return false;
-	return true;
+	bool seq = mask & MRC_OPM_SEQ, ack = mask & MRC_OPM_ACK;
+
+	if ((h->flags & ~MRC_F_ALL) || (ack && h->flags) ||
+	    (!seq && (h->flags & (MRC_F_ACK_REQ | MRC_F_RETX))))
+		return MRC_WIRE_RESERVED;
+	if (h->path >= MRC_MAX_PATHS)
+		return MRC_WIRE_PATH;
+	if (byte3 || (!seq && (h->seq || delta)))
+		return MRC_WIRE_RESERVED;
+	if (delta > MRC_MAX_FLOOR_DELTA)
+		return MRC_WIRE_FLOOR;
+	if (!(mask & MRC_OPM_SEG) && (h->stream || h->ssn || h->msn))
+		return MRC_WIRE_RESERVED;
+	if (ack && (h->offset || h->msg_len))
+		return MRC_WIRE_RESERVED;
+	return MRC_WIRE_OK;
 }
 
 static enum mrc_wire_error parse_ext(const u8 *p, u16 mask, struct mrc_pkt *pkt)
@@ -103,12 +116,12 @@ static enum mrc_wire_error parse_ext(const u8 *p, u16 mask, struct mrc_pkt *pkt)
 	} else if (mask & MRC_OPM_NAK) {
 		pkt->nak.syndrome = p[0];
 		pkt->nak.arg = p[1];
-		if (get16(p + 2))
-			return MRC_WIRE_RESERVED;
 		pkt->nak.ssn = get32(p + 4);
 		if (pkt->nak.syndrome < MRC_NAK_RNR ||
 		    pkt->nak.syndrome > MRC_NAK_REMOTE_OP)
 			return MRC_WIRE_SYNDROME;
+		if (get16(p + 2))
+			return MRC_WIRE_RESERVED;
 		p += MRC_NAK_LEN;
 	}
 	if (mask & MRC_OPM_IMM)
@@ -170,23 +183,18 @@ enum mrc_wire_error mrc_wire_parse(const u8 *buf, u32 len, struct mrc_pkt *pkt)
 	h->flags = buf[0] & 0xf;
 	h->opcode = buf[1];
 	h->path = buf[2];
-	if ((h->flags & ~MRC_F_ALL) || buf[3])
-		return MRC_WIRE_RESERVED;
-	if (h->path >= MRC_MAX_PATHS)
-		return MRC_WIRE_PATH;
 	h->conn = get32(buf + 4);
 	h->seq = get32(buf + 8);
 	delta = get16(buf + 12);
-	if (delta > MRC_MAX_FLOOR_DELTA)
-		return MRC_WIRE_FLOOR;
 	h->floor_delta = delta;
 	h->stream = get16(buf + 14);
 	h->ssn = get32(buf + 16);
 	h->msn = get32(buf + 20);
 	h->offset = get32(buf + 24);
 	h->msg_len = get32(buf + 28);
-	if (!unused_zero(h, op->mask))
-		return MRC_WIRE_RESERVED;
+	err = check_header(h, buf[3], delta, op->mask);
+	if (err)
+		return err;
 	err = parse_ext(buf + MRC_HDR_LEN, op->mask, pkt);
 	if (err)
 		return err;

@@ -166,7 +166,8 @@ bool in_bounds(const OpRow& r, const WirePacket& p, uint64_t payload) {
         if (p.offset != 0) return false;                // an offset on no bytes
         if (!r.remote && p.msg_len != 0) return false;  // a NAK: a message of no bytes
     }
-    if (r.ext == kAtomic && p.msg_len != kAtomicMsgLen) return false;
+    // An atomic request and its response are 8 bytes long.
+    if ((r.ext == kAtomic || p.opcode == 0x0a) && p.msg_len != kAtomicMsgLen) return false;
     if (r.ext == kReth && wraps(p.va, p.msg_len)) return false;
     if (r.ext == kAtomic && wraps(p.va, kAtomicMsgLen)) return false;
     return true;
@@ -212,6 +213,9 @@ WireError parse(std::span<const uint8_t> bytes, WirePacket& out) {
     const bool unsequenced = !r.seg;
     if (out.flags & 0x8) return WireError::Reserved;
     if (ack && out.flags != 0) return WireError::Reserved;
+    // ACK_REQ and RETX are about a path's sequence: a datagram has none (settled by the
+    // differential test, protocol-v2.md section 7).
+    if (unsequenced && (out.flags & (kFlagAckReq | kFlagRetx))) return WireError::Reserved;
     if (out.path >= kMaxPaths) return WireError::Path;
     if (b[3] != 0) return WireError::Reserved;
     if (unsequenced && out.seq != 0) return WireError::Reserved;

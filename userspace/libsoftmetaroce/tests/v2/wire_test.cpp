@@ -257,9 +257,10 @@ Bytes valid(uint8_t opcode) {
     p.syndrome = kSyndromeRemoteAccess;
     const bool atomic = opcode == op(Op::CmpSwp) || opcode == op(Op::FetchAdd);
     const bool data = !(atomic || opcode == op(Op::ReadReq) || opcode == op(Op::Nak));
-    p.msg_len = atomic ? 8 : data ? 4 : opcode == op(Op::ReadReq) ? 100 : 0;
+    const bool eight = atomic || opcode == op(Op::AtomicResp);
+    p.msg_len = eight ? 8 : data ? 4 : opcode == op(Op::ReadReq) ? 100 : 0;
     Bytes b = *build_headers(p);
-    if (data) b.resize(b.size() + 4, 0xee);
+    if (data) b.resize(b.size() + p.msg_len, 0xee);
     return b;
 }
 
@@ -326,10 +327,13 @@ TEST(Wire, RefusesReservedFields) {
     // An ACK's flags, sequence, floor, stream, SSN, MSN, offset and length.
     for (const uint8_t f : {0x21, 0x22, 0x24}) EXPECT_EQ(with(kOpAck, 0, f), WireError::Reserved);
     for (size_t at = 8; at < 32; ++at) EXPECT_EQ(with(kOpAck, at, 1), WireError::Reserved) << at;
-    // A datagram's sequence, floor, stream, SSN, MSN; its flags are its own.
+    // A datagram's sequence, floor, stream, SSN, MSN, and the flags about a path's sequence
+    // (ACK_REQ, RETX); SOLICITED is its own.
     for (const uint8_t o : {kOpUdSend, kOpUdSendImm}) {
         for (size_t at = 8; at < 24; ++at) EXPECT_EQ(with(o, at, 1), WireError::Reserved) << at;
-        EXPECT_EQ(with(o, 0, 0x27), WireError::Ok);
+        EXPECT_EQ(with(o, 0, 0x24), WireError::Ok);
+        EXPECT_EQ(with(o, 0, 0x21), WireError::Reserved);
+        EXPECT_EQ(with(o, 0, 0x22), WireError::Reserved);
     }
     // A floor the opcode does not use is Reserved, not Floor.
     EXPECT_EQ(with(kOpUdSend, 13, 0xff), WireError::Reserved);
@@ -532,6 +536,7 @@ WirePacket random_valid(SimRng& rng, uint8_t opcode, uint32_t& payload) {
     }
     p.flags = static_cast<uint8_t>(rng.below(8));
     const bool datagram = opcode == kOpUdSend || opcode == kOpUdSendImm;
+    if (datagram) p.flags &= kFlagSolicited;
     if (!datagram) {
         p.seq = u32(rng);
         p.floor_delta = static_cast<uint16_t>(rng.below(255));
@@ -555,6 +560,9 @@ WirePacket random_valid(SimRng& rng, uint8_t opcode, uint32_t& payload) {
             p.rkey = u32(rng);
             p.swap_add = rng.next();
             p.compare = rng.next();
+            return p;
+        case 0x0a:  // ATOMIC_RESP: the 8 bytes before
+            p.msg_len = payload = 8;
             return p;
         case 0x0b:  // NAK
             p.syndrome = static_cast<uint8_t>(1 + rng.below(4));
