@@ -75,22 +75,28 @@ PathChoice PathSet::choose(TimeUs now, std::optional<std::uint16_t> avoid, bool 
     std::optional<unsigned> fallback;  // the avoided path, if it is the only usable one
     for (unsigned k = 0; k < n; ++k) {
         const unsigned i = (next_active_ + k) % n;
-        const Path& p = paths_[i];
-        if (p.state != PathState::Active || too_slow(p, best)) continue;
+        Path& p = paths_[i];
+        const bool rested = !p.last_picked || now - *p.last_picked >= *p.srtt;
+        if (p.state != PathState::Active || (too_slow(p, best) && !rested)) continue;
         if (avoided(i)) {
             fallback = i;
             continue;
         }
         next_active_ = (i + 1) % n;
+        p.last_picked = now;
         return {static_cast<std::uint16_t>(i), false};
     }
-    if (fallback) return {static_cast<std::uint16_t>(*fallback), false};
+    if (fallback) {
+        paths_[*fallback].last_picked = now;
+        return {static_cast<std::uint16_t>(*fallback), false};
+    }
 
     // No ACTIVE path: keep probing them all in turn (the QP fails only by the retry rules).
     for (unsigned k = 0; k < n; ++k) {
         const unsigned i = (next_any_ + k) % n;
         if (avoided(i) && n > 1) continue;
         next_any_ = (i + 1) % n;
+        paths_[i].last_picked = now;
         return {static_cast<std::uint16_t>(i), true};
     }
     return {0, true};

@@ -39,12 +39,19 @@ TEST(Paths, RetransmissionAvoidsThePathItWasLostOn) {
     EXPECT_EQ(single.choose(0, std::uint16_t{0}, false, 100).index, 0);  // no other choice
 }
 
-TEST(Paths, SkipsPathsMoreThanTwiceAsSlowAsTheBest) {
+TEST(Paths, SkipsPathsMoreThanTwiceAsSlowAsTheBestButForOnePacketPerTheirRtt) {
     PathSet paths(7, 3);
     paths.on_echo(0, 10, 0);
-    paths.on_echo(1, 25, 0);  // > 2 x 10: skipped
+    paths.on_echo(1, 25, 0);  // > 2 x 10: skipped, but for one packet per 25 us
     paths.on_echo(2, 20, 0);
-    for (int i = 0; i < 6; ++i) EXPECT_NE(paths.choose(0, std::nullopt, true, 100).index, 1);
+    auto count_on_1 = [&](TimeUs now, int picks) {
+        int n = 0;
+        for (int i = 0; i < picks; ++i) n += paths.choose(now, std::nullopt, true, 100).index == 1;
+        return n;
+    };
+    EXPECT_EQ(count_on_1(0, 6), 1);   // never measured since: it gets one
+    EXPECT_EQ(count_on_1(24, 6), 0);  // within its RTT of that one
+    EXPECT_EQ(count_on_1(25, 6), 1);
 }
 
 TEST(Paths, LossesMakeSuspectThenFailedAndDeliveryRestores) {

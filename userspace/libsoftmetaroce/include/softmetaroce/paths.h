@@ -33,6 +33,9 @@ struct Path {
     std::uint32_t consecutive_losses = 0;
     TimeUs next_probe_at = 0;  // SUSPECT, FAILED: when the next probe may go
     TimeUs fail_backoff = 0;   // FAILED: wait before the next probe
+    // When choose() last gave it a packet: a slow path still gets one per its own RTT, or it
+    // would never be measured again (protocol.md section 7).
+    std::optional<TimeUs> last_picked;
     // Statistics.
     std::uint64_t sent = 0;
     std::uint64_t delivered = 0;
