@@ -19,6 +19,11 @@ setup() {
 	ip netns exec h2 rdma link add mr2 type metaroce netdev eth0
 	wait_until 10 eval 'gids mr1 | grep -q ffff:0a04:0102'
 	wait_until 10 eval 'gids mr2 | grep -q ffff:0a04:0202'
+	# A first clsact qdisc turns on the kernel's tc egress static key, which
+	# patches __dev_queue_xmit live; under TCG, doing that while traffic
+	# runs (the black-hole test's filters) once crashed a 6.12 guest with
+	# an int3 oops there. Turn it on now, before any traffic.
+	ip netns exec r1 tc qdisc add dev lo clsact
 }
 
 # impair QDISC_ARGS...: the same netem on both hosts' links ("" to clear).
