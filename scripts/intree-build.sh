@@ -53,9 +53,10 @@ drv=$tree/drivers/infiniband/sw/metaroce
 		mkdir -p "$drv"
 		cp "$TOP/Kconfig" "$drv/Kconfig"
 		make -s -C "$tree" olddefconfig
-		# The host tools too (genksyms: bison warns about its grammar),
-		# so that what follows "### the driver" is the driver's alone.
-		make -s -C "$tree" -j"$(nproc)" prepare scripts
+		# The host tools too, with the driver's W=1 (a change of flags
+		# rebuilds them): genksyms's grammar makes bison warn under
+		# W=1, and what follows "### the driver" is the driver's alone.
+		make -s -C "$tree" -j"$(nproc)" W=1 prepare scripts
 		touch "$tree/.metaroce-prepared"
 	fi
 
