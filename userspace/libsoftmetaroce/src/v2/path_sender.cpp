@@ -90,10 +90,7 @@ AckVerdict PathSender::on_ack(const PathAck& ack, uint64_t now_us, PathEvents& e
         }
     }
 
-    if (newly > 0) {
-        pto_count_ = 0;
-        last_progress_us_ = now_us;
-    }
+    if (newly > 0) pto_count_ = 0;
     if (sample) update_rtt(now_us - sample_sent_us, ack.ack_delay_us);
     if (probe_acked && state_ == PathState::Failed) {
         state_ = PathState::Active;

@@ -113,7 +113,6 @@ class PathSender {
     uint32_t srtt_us_ = 0, rttvar_us_ = 0, min_rtt_us_ = 0, latest_rtt_us_ = 0;
     uint32_t pto_count_ = 0;
     uint64_t newest_sent_us_ = 0;
-    uint64_t last_progress_us_ = 0;  // the last ACK that acknowledged a transmission in flight
 
     PathState state_ = PathState::Active;
     uint64_t backoff_us_ = kFirstBackoffUs;
