@@ -35,14 +35,16 @@ void mrc_path_tx_init(struct mrc_path_tx *tx, u32 first_seq, u16 entropy,
 /* The probe timeout, before backing off: RFC 9002's, with our floor. */
 u32 mrc_path_tx_pto(const struct mrc_path_tx *tx)
 {
-	u32 var;
+	u64 var, pto;
 
 	if (!tx->has_rtt)
 		return MRC_INITIAL_PTO_US;
-	var = 4 * tx->rttvar_us;
+	/* in 64 bits: a huge forged ACK delay must not wrap it short */
+	var = 4ULL * tx->rttvar_us;
 	if (var < MRC_GRANULARITY_US)
 		var = MRC_GRANULARITY_US;
-	return tx->srtt_us + var + MRC_DELAYED_ACK_US;
+	pto = tx->srtt_us + var + MRC_DELAYED_ACK_US;
+	return pto > MRC_MAX_PTO_US ? MRC_MAX_PTO_US : (u32)pto;
 }
 
 static u64 pto_deadline(const struct mrc_path_tx *tx)
@@ -146,7 +148,8 @@ static void judge_route(struct mrc_path_tx *tx)
 {
 	u32 total = tx->window_acked + tx->window_lost;
 	bool lossy = 4 * tx->window_lost >= total;
-	bool marked = 4 * tx->window_ce >= 3 * tx->window_acked;
+	bool marked = tx->window_acked &&
+		      4 * tx->window_ce >= 3 * tx->window_acked;
 
 	if (!lossy && !marked) {
 		tx->bad_windows = 0;
@@ -259,7 +262,8 @@ static void detect_losses(struct mrc_path_tx *tx, u64 now,
 
 	if (!tx->any_acked)
 		return;
-	for (seq = tx->una; mrc_seq_diff(seq, tx->newest_acked) < 0; seq++) {
+	for (seq = tx->una; seq != tx->next_seq &&
+	     mrc_seq_diff(seq, tx->newest_acked) < 0; seq++) {
 		struct mrc_sent *s = slot(tx, seq);
 
 		if (s->state != MRC_SENT_OUT)
@@ -306,6 +310,8 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 		}
 	}
 	if (!newly) {
+		/* a later arrival may have made an old one overdue */
+		detect_losses(tx, now, ops, ctx);
 		advance_una(tx);
 		end_window(tx);
 		return MRC_ACK_OK;
@@ -353,8 +359,8 @@ u64 mrc_path_tx_deadline(const struct mrc_path_tx *tx)
 	if (tx->in_flight)
 		next = pto_deadline(tx);
 	if (tx->any_acked) {
-		for (seq = tx->una; mrc_seq_diff(seq, tx->newest_acked) < 0;
-		     seq++) {
+		for (seq = tx->una; seq != tx->next_seq &&
+		     mrc_seq_diff(seq, tx->newest_acked) < 0; seq++) {
 			const struct mrc_sent *s = &tx->sent[seq %
 							     MRC_SACK_BITS];
 

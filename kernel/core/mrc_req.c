@@ -26,9 +26,15 @@ static u32 answer_len(const struct mrc_wr *w)
 	return w->op == MRC_OP_READ_REQ ? w->length : MRC_ATOMIC_VALUE_LEN;
 }
 
-void mrc_req_init(struct mrc_req *r, struct mrc_wr *wrs, u32 num_wrs, u32 mtu,
+/*
+ * @num_wrs must be a power of two: indices are serial u32 numbers, and the
+ * slot of each is the index modulo @num_wrs across the wrap too.
+ */
+bool mrc_req_init(struct mrc_req *r, struct mrc_wr *wrs, u32 num_wrs, u32 mtu,
 		  u32 first_msn, u32 max_reqs)
 {
+	if (!num_wrs || (num_wrs & (num_wrs - 1)))
+		return false;
 	memset(r, 0, sizeof(*r));
 	r->wrs = wrs;
 	r->num_wrs = num_wrs;
@@ -37,24 +43,39 @@ void mrc_req_init(struct mrc_req *r, struct mrc_wr *wrs, u32 num_wrs, u32 mtu,
 	r->max_reqs = max_reqs < MRC_MAX_REQUESTS ? max_reqs : MRC_MAX_REQUESTS;
 	if (!r->max_reqs)
 		r->max_reqs = 1;
+	return true;
+}
+
+/* A requester's opcodes: segments of its own messages, not answers. */
+static bool requester_op(u8 op)
+{
+	u16 mask;
+
+	if (!op)
+		return true;
+	if (op >= MRC_NUM_OPCODES || !mrc_opcode[op].name)
+		return false;
+	mask = mrc_opcode[op].mask;
+	return (mask & MRC_OPM_SEG) && !(mask & MRC_OPM_RESP);
 }
 
 /*
- * Posts a work request of @op (0: local) and @length bytes; returns false
- * when every entry is in use. Its index, for the caller's own records, in
- * @index.
+ * Posts a work request of @op (0: local) and @length bytes (an atomic's is
+ * 8); returns false when every entry is in use or @op is not one a
+ * requester sends. Its index, for the caller's own records, in @index.
  */
 bool mrc_req_post(struct mrc_req *r, u8 op, u32 length, u8 flags, u32 *index)
 {
 	struct mrc_wr *w;
 
-	if (r->tail - r->head >= r->num_wrs)
+	if (r->tail - r->head >= r->num_wrs || !requester_op(op))
 		return false;
 	w = wr_at(r, r->tail);
 	memset(w, 0, sizeof(*w));
 	w->op = op;
 	w->flags = flags;
-	w->length = length;
+	w->length = op && (mrc_opcode[op].mask & MRC_OPM_ATOMIC) ?
+		    MRC_ATOMIC_VALUE_LEN : length;
 	if (!op)
 		w->nsegs = 0;
 	else if (mrc_opcode[op].mask & MRC_OPM_PAYLOAD)

@@ -50,10 +50,22 @@ enum mrc_seg_verdict mrc_stream_rx_check(struct mrc_stream_rx *rx,
 	return MRC_SEG_TAKE;
 }
 
-/* Whether a request must wait (RNR): as many as the QP takes are queued. */
-bool mrc_stream_rx_requests_full(const struct mrc_stream_rx *rx)
+/*
+ * Whether request @ssn must wait (RNR): as many as the QP takes are queued,
+ * and it comes after all of them. One before a queued request is taken
+ * whatever the limit (up to MRC_MAX_REQUESTS): the queued ones run only
+ * after it, so refusing it would hold the stream for good.
+ */
+bool mrc_stream_rx_requests_full(const struct mrc_stream_rx *rx, u32 ssn)
 {
-	return rx->req_len >= rx->req_limit;
+	u32 last;
+
+	if (rx->req_len >= MRC_MAX_REQUESTS)
+		return true;
+	if (rx->req_len < rx->req_limit)
+		return false;
+	last = rx->req[(rx->req_head + rx->req_len - 1) % MRC_MAX_REQUESTS];
+	return mrc_seq_diff(ssn, last) > 0;
 }
 
 /*

@@ -114,7 +114,8 @@ std::string run_receivers(uint32_t seed, Stats &st) {
         }
         if (cv == MRC_SEG_TAKE) {
             uint16_t mask = mrc_opcode[s.op].mask;
-            bool c_full = mrc_stream_rx_requests_full(&c), m_full = model.requests_full();
+            bool c_full = mrc_stream_rx_requests_full(&c, s.ssn),
+                 m_full = model.requests_full(s.ssn);
             if (c_full != m_full) return "requests_full differs at arrival " + std::to_string(i);
             bool no_wqe = (mask & MRC_OPM_RECV) && s.msn - msn0 >= wqes;
             if (no_wqe || ((mask & MRC_OPM_REQ) && c_full)) {
@@ -151,8 +152,10 @@ std::string run_receivers(uint32_t seed, Stats &st) {
             if (!cd) break;
             st.requests++;
         }
-        if (arrivals.size() > 20 * segs.size() + 100) return "";  // RNR loops end here
+        // Receive WQEs keep coming, so every refusal ends: a run that does not is stuck.
+        if (arrivals.size() > 50 * segs.size() + 1000) return "the stream does not finish";
     }
+    if (c.map.cum != ssn0 + uint32_t(segs.size())) return "the stream did not finish";
     if (c.accepted != model.accepted() || c.duplicates != model.duplicates() ||
         c.beyond != model.beyond())
         return "counters differ at the end";
@@ -178,7 +181,7 @@ std::string run_requesters(uint32_t seed, Stats &st) {
     const uint32_t max_reqs = 1 + rng() % 8;
     std::vector<mrc_wr> wrs(nwrs);
     mrc_req c;
-    mrc_req_init(&c, wrs.data(), nwrs, mtu, msn0, max_reqs);
+    if (!mrc_req_init(&c, wrs.data(), nwrs, mtu, msn0, max_reqs)) return "init refused";
     mrc_stream_tx cst;
     mrc_stream_tx_init(&cst, ssn0);
     m::Requester model(nwrs, mtu, msn0, max_reqs);

@@ -16,7 +16,7 @@ namespace {
 class Req : public ::testing::Test {
   protected:
     void SetUp() override {
-        mrc_req_init(&r, wrs.data(), uint32_t(wrs.size()), 1000, 40, 2);
+        ASSERT_TRUE(mrc_req_init(&r, wrs.data(), uint32_t(wrs.size()), 1000, 40, 2));
         mrc_stream_tx_init(&st, 500);
     }
     uint32_t post(uint8_t op, uint32_t len, uint8_t flags = 0) {
@@ -178,6 +178,27 @@ TEST_F(Req, RandomWorkCompletesInOrder) {
         }
     }
     EXPECT_GT(next_done, 100u);
+}
+
+// Found by review: slots are the index modulo the entries, which must then be a power of two, or
+// two live requests share a slot across the index's wrap.
+TEST(ReqInit, EntriesArePowersOfTwo) {
+    std::vector<mrc_wr> w(3);
+    mrc_req r;
+    EXPECT_FALSE(mrc_req_init(&r, w.data(), 3, 1000, 0, 1));
+    EXPECT_FALSE(mrc_req_init(&r, w.data(), 0, 1000, 0, 1));
+    EXPECT_TRUE(mrc_req_init(&r, w.data(), 2, 1000, 0, 1));
+}
+
+TEST_F(Req, OnlyARequestersOpcodesArePostedAndAnAtomicIsEightBytes) {
+    uint32_t i;
+    for (uint8_t op : {uint8_t(MRC_OP_READ_RESP), uint8_t(MRC_OP_ATOMIC_RESP), uint8_t(MRC_OP_NAK),
+                       uint8_t(MRC_OP_ACK), uint8_t(MRC_OP_UD_SEND), uint8_t(0x0f), uint8_t(0xff)})
+        EXPECT_FALSE(mrc_req_post(&r, op, 8, 0, &i)) << int(op);
+    ASSERT_TRUE(mrc_req_post(&r, MRC_OP_CMP_SWP, 100, 0, &i));
+    std::vector<mrc_seg_out> s = drain();
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].msg_len, 8u);
 }
 
 }  // namespace

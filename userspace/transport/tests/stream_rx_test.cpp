@@ -71,7 +71,8 @@ TEST(StreamRx, RequestsRunInStreamOrderOnce) {
     mrc_stream_rx_init(&rx, 0, 0, 2);
     EXPECT_EQ(take(rx, seg(MRC_OP_FETCH_ADD, 2, 0, 0, 8), 0), MRC_SEG_TAKE);
     EXPECT_EQ(take(rx, seg(MRC_OP_READ_REQ, 1, 0, 0, 4096), 0), MRC_SEG_TAKE);
-    EXPECT_TRUE(mrc_stream_rx_requests_full(&rx));
+    EXPECT_TRUE(mrc_stream_rx_requests_full(&rx, 3));
+    EXPECT_FALSE(mrc_stream_rx_requests_full(&rx, 0));  // before a queued one: always taken
     uint32_t ssn;
     EXPECT_FALSE(mrc_stream_rx_next_request(&rx, &ssn));  // a WRITE at 0 must land first
     EXPECT_EQ(take(rx, seg(MRC_OP_WRITE, 0, 0, 0, 8), 8), MRC_SEG_TAKE);
@@ -193,6 +194,23 @@ TEST(StreamRx, RandomMessagesInRandomOrder) {
         EXPECT_EQ(ran.size(), requests.size());
         EXPECT_EQ(rx.map.cum, ssn);
     }
+}
+
+// Found by review: a request a later one overtook, refused for want of a slot, held the stream for
+// good (the later one runs only after it). It is taken whatever the limit.
+TEST(StreamRx, ARequestBeforeAQueuedOneIsTakenPastTheLimit) {
+    mrc_stream_rx rx;
+    mrc_stream_rx_init(&rx, 0, 0, 1);
+    mrc_hdr late = seg(MRC_OP_READ_REQ, 1, 0, 0, 100), early = seg(MRC_OP_READ_REQ, 0, 0, 0, 100);
+    EXPECT_EQ(take(rx, late, 0), MRC_SEG_TAKE);
+    ASSERT_EQ(mrc_stream_rx_check(&rx, &early), MRC_SEG_TAKE);
+    EXPECT_FALSE(mrc_stream_rx_requests_full(&rx, early.ssn));
+    mrc_stream_rx_accept(&rx, &early, 0);
+    uint32_t ssn;
+    ASSERT_TRUE(mrc_stream_rx_next_request(&rx, &ssn));
+    EXPECT_EQ(ssn, 0u);
+    ASSERT_TRUE(mrc_stream_rx_next_request(&rx, &ssn));
+    EXPECT_EQ(ssn, 1u);
 }
 
 }  // namespace

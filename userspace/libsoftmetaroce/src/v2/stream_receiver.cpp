@@ -17,8 +17,8 @@ StreamReceiver::StreamReceiver(uint32_t first_ssn, uint32_t first_msn, uint32_t 
       done_msn_(first_msn) {}
 
 SegVerdict StreamReceiver::classify(const Segment& s) const {
-    // Appendix A: the map names cum + 1 .. cum + 4096, and cum is the first not accepted.
-    if (seq_diff(s.ssn, cum()) > static_cast<int32_t>(kStreamMapBits)) return SegVerdict::Beyond;
+    // Appendix A: the map names cum + 1 .. cum + 4095, and cum is the first not accepted.
+    if (seq_diff(s.ssn, cum()) >= static_cast<int32_t>(kStreamMapBits)) return SegVerdict::Beyond;
     if (map_.has(s.ssn)) return SegVerdict::Duplicate;
     // Only RECV segments use their MSN; it must name a receive slot the receiver keeps.
     if (consumes_recv(s.op) && s.msn - done_msn_ >= kRecvSlots) return SegVerdict::Beyond;
@@ -47,7 +47,7 @@ SegVerdict StreamReceiver::check(const Segment& s) {
 
 bool StreamReceiver::refuse(uint32_t ssn) {
     // Accepted already or unnameable: there is nothing to refuse.
-    if (seq_diff(ssn, cum()) > static_cast<int32_t>(kStreamMapBits) || map_.has(ssn)) return false;
+    if (seq_diff(ssn, cum()) >= static_cast<int32_t>(kStreamMapBits) || map_.has(ssn)) return false;
     ++refused_;
     // Past the refusal point it is one of the segments refused for the earlier one: no NAK.
     if (refusing_ && seq_after(ssn, refused_ssn_)) return false;
@@ -73,6 +73,7 @@ void StreamReceiver::accept(const Segment& s) {
     }
     if (is_request(s.op)) {
         set_bit(request_at_, s.ssn % kRequestSlots);
+        if (queued_requests_ == 0 || seq_after(s.ssn, newest_request_)) newest_request_ = s.ssn;
         ++queued_requests_;
     }
     if (refusing_ && s.ssn == refused_ssn_) refusing_ = false;

@@ -150,19 +150,19 @@ TEST(PathMap, MatchesAReferenceSet) {
     }
 }
 
-TEST(StreamMap, FourThousandNinetySixWideAndNoFloor) {
+TEST(StreamMap, FourThousandNinetyFiveAheadAndNoFloor) {
     StreamMap m(7);
-    EXPECT_EQ(m.record(7 + 4096), MapVerdict::New);
-    EXPECT_EQ(m.record(7 + 4097), MapVerdict::Beyond);
+    EXPECT_EQ(m.record(7 + 4095), MapVerdict::New);
+    EXPECT_EQ(m.record(7 + 4096), MapVerdict::Beyond);  // cum's own slot
     EXPECT_EQ(m.record(8), MapVerdict::New);
     EXPECT_EQ(m.cum(), 7u);  // waits for 7
     EXPECT_EQ(m.record(8), MapVerdict::Duplicate);
     EXPECT_TRUE(m.has(8));
     EXPECT_FALSE(m.has(9));
-    for (uint32_t s = 9; s < 7 + 4096; ++s) m.record(s);
+    for (uint32_t s = 9; s < 7 + 4095; ++s) m.record(s);
     EXPECT_EQ(m.cum(), 7u);
     EXPECT_EQ(m.record(7), MapVerdict::New);
-    EXPECT_EQ(m.cum(), 7u + 4097);
+    EXPECT_EQ(m.cum(), 7u + 4096);
     EXPECT_EQ(m.record(100), MapVerdict::Duplicate);  // a resend whose earlier copy arrived
 }
 
@@ -177,7 +177,7 @@ TEST(StreamMap, RandomOrderAcrossTheWrap) {
                                ? cum
                                : cum + static_cast<uint32_t>(rng.below(4100)) - (cum >= 2 ? 2 : 0);
         MapVerdict want = s < cum || arrived.count(s) ? MapVerdict::Duplicate
-                          : s > cum + 4096            ? MapVerdict::Beyond
+                          : s >= cum + 4096           ? MapVerdict::Beyond
                                                       : MapVerdict::New;
         ASSERT_EQ(m.record(first + s), want);
         if (want == MapVerdict::New) arrived.insert(s);

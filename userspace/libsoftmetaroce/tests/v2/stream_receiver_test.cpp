@@ -99,18 +99,17 @@ TEST(StreamReceiver, ASegmentAcceptedIsADuplicateBelowCumAndInTheMap) {
     EXPECT_EQ(rx.cum(), 0xffffffffu);
 }
 
-TEST(StreamReceiver, TheMapNamesCumToCumPlus4096) {
+TEST(StreamReceiver, TheMapNamesCumToCumPlus4095) {
     StreamReceiver rx(0xfffff000u, 0, kMaxRequests);
-    EXPECT_EQ(rx.check(write(0xfffff000u + 4096, 0, 0, 1, 1)), SegVerdict::Take);
-    EXPECT_EQ(rx.check(write(0xfffff000u + 4097, 0, 0, 1, 1)), SegVerdict::Beyond);
+    EXPECT_EQ(rx.check(write(0xfffff000u + 4095, 0, 0, 1, 1)), SegVerdict::Take);
+    EXPECT_EQ(rx.check(write(0xfffff000u + 4096, 0, 0, 1, 1)), SegVerdict::Beyond);
     EXPECT_EQ(rx.beyond(), 1u);
-    // cum + 4096 shares its ring slot with cum: both are kept apart.
-    take(rx, read_req(0xfffff000u + 4096, 0));
+    take(rx, read_req(0xfffff000u + 4095, 0));
     take(rx, read_req(0xfffff000u, 0));
     EXPECT_EQ(rx.cum(), 0xfffff001u);
     EXPECT_EQ(rx.next_request(), Opt{0xfffff000u});
     EXPECT_EQ(rx.next_request(), Opt{});
-    EXPECT_EQ(rx.check(write(0xfffff000u + 4097, 0, 0, 1, 1)), SegVerdict::Take);
+    EXPECT_EQ(rx.check(write(0xfffff000u + 4096, 0, 0, 1, 1)), SegVerdict::Take);
 }
 
 TEST(StreamReceiver, ARecvSegmentsMsnMustNameAReceiveSlot) {
@@ -147,15 +146,27 @@ TEST(StreamReceiver, RequestsRunInSsnOrderOnceCumPassesThem) {
 
 TEST(StreamReceiver, RequestSlotsFillUntilRequestsAreHandedOut) {
     StreamReceiver rx(0, 0, 2);
-    EXPECT_FALSE(rx.requests_full());
+    EXPECT_FALSE(rx.requests_full(5));
     take(rx, read_req(2, 0));
     take(rx, read_req(1, 0));
-    EXPECT_TRUE(rx.requests_full());  // queued, waiting for 0
+    EXPECT_TRUE(rx.requests_full(5));  // queued, waiting for 0
     take(rx, write(0, 0, 0, 1, 1));
-    EXPECT_TRUE(rx.requests_full());  // their turn has come, not yet taken by the caller
+    EXPECT_TRUE(rx.requests_full(5));  // their turn has come, not yet taken by the caller
     EXPECT_EQ(rx.next_request(), Opt{1});
-    EXPECT_FALSE(rx.requests_full());
+    EXPECT_FALSE(rx.requests_full(5));
     EXPECT_EQ(rx.next_request(), Opt{2});
+}
+
+// A request that a later one overtook is taken whatever the limit: the later one runs only after
+// it, so refusing it would hold the stream for good.
+TEST(StreamReceiver, ARequestBeforeAQueuedOneIsAlwaysTaken) {
+    StreamReceiver rx(0, 0, 1);
+    take(rx, read_req(1, 0));
+    EXPECT_TRUE(rx.requests_full(2));
+    EXPECT_FALSE(rx.requests_full(0));
+    take(rx, read_req(0, 0));
+    EXPECT_EQ(rx.next_request(), Opt{0});
+    EXPECT_EQ(rx.next_request(), Opt{1});
 }
 
 TEST(StreamReceiver, ARefusalRefusesEveryLaterSegmentUntilItIsTaken) {
@@ -365,7 +376,7 @@ class StreamRxWorld {
         }
         ASSERT_EQ(v, SegVerdict::Take) << i;
         if (is_request(s.op)) {
-            ASSERT_FALSE(rx_.requests_full()) << "a conforming requester";
+            ASSERT_FALSE(rx_.requests_full(s.ssn)) << "a conforming requester";
         }
         if (consumes_recv(s.op) && s.msn - kFirstMsn >= posted_) {
             // No receive WQE for it: RNR. A NAK when it opens a point, or is the point again.

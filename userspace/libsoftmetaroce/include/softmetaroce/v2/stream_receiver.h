@@ -29,8 +29,13 @@ class StreamReceiver {
     // Take: the caller checks its resources (a receive WQE, requests_full()), then places the
     // segment and calls accept(), or calls refuse(). Counts what it does not take.
     SegVerdict check(const Segment& s);
-    // As many requests as allowed are queued: a new one must be refused with RNR.
-    bool requests_full() const { return queued_requests_ >= max_requests_; }
+    // Request ssn must be refused with RNR: as many as allowed are queued and it comes after all
+    // of them. One before a queued request is always taken, up to kMaxRequests: the queued ones
+    // run only after it (section 9.1; a deadlock the core's review found).
+    bool requests_full(uint32_t ssn) const {
+        if (queued_requests_ >= kMaxRequests) return true;
+        return queued_requests_ >= max_requests_ && seq_after(ssn, newest_request_);
+    }
     // The caller could not take a segment check() gave it (RNR). True: send a NAK for it.
     bool refuse(uint32_t ssn);
     // Records a segment check() took in the stream map; ignored if check() would not take it.
@@ -68,6 +73,7 @@ class StreamReceiver {
     std::array<uint64_t, kRequestSlots / 64> request_at_{};
     std::deque<uint32_t> ready_;
     uint32_t queued_requests_ = 0;
+    uint32_t newest_request_ = 0;  // the highest SSN queued, while any is
     bool refusing_ = false;
     uint32_t refused_ssn_ = 0;
     uint64_t accepted_ = 0, duplicates_ = 0, refused_ = 0, beyond_ = 0;
