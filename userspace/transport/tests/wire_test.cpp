@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "random_packet.h"
+
 extern "C" {
 #include "mrc_wire.h"
 }
@@ -176,73 +178,9 @@ TEST(Wire, NakAndDatagramLayout) {
     EXPECT_EQ(q.deth.src_qpn, 0x42u);
 }
 
-// A random packet every field of which a correct sender could send.
 Bytes random_valid(std::mt19937_64 &rng) {
-    static const uint8_t ops[] = {
-        MRC_OP_SEND,     MRC_OP_SEND_IMM,  MRC_OP_SEND_INV,    MRC_OP_WRITE,     MRC_OP_WRITE_IMM,
-        MRC_OP_READ_REQ, MRC_OP_READ_RESP, MRC_OP_CMP_SWP,     MRC_OP_FETCH_ADD, MRC_OP_ATOMIC_RESP,
-        MRC_OP_NAK,      MRC_OP_UD_SEND,   MRC_OP_UD_SEND_IMM, MRC_OP_ACK};
-    uint8_t op = ops[rng() % std::size(ops)];
-    uint16_t mask = mrc_opcode[op].mask;
-    mrc_pkt p{};
-    p.hdr.opcode = op;
-    p.hdr.path = rng() % MRC_MAX_PATHS;
-    p.hdr.conn = static_cast<uint32_t>(rng());
-    Bytes payload;
-    if (mask & MRC_OPM_SEQ) {
-        p.hdr.flags = rng() % (MRC_F_ALL + 1);
-        p.hdr.seq = static_cast<uint32_t>(rng());
-        p.hdr.floor_delta = rng() % (MRC_MAX_FLOOR_DELTA + 1);
-        p.hdr.stream = static_cast<uint16_t>(rng());
-        p.hdr.ssn = static_cast<uint32_t>(rng());
-        p.hdr.msn = static_cast<uint32_t>(rng());
-    }
-    if (mask & MRC_OPM_PAYLOAD) {
-        uint32_t n = 1 + rng() % 64;
-        payload.resize(n);
-        for (auto &c : payload) c = static_cast<uint8_t>(rng());
-        p.hdr.msg_len = n;
-        if (mask & MRC_OPM_SEG) {
-            p.hdr.msg_len = n + rng() % 100000;
-            p.hdr.offset = static_cast<uint32_t>(rng() % (p.hdr.msg_len - n + 1));
-        }
-    }
-    if (mask & (MRC_OPM_ATOMIC)) p.hdr.msg_len = 8;
-    if (op == MRC_OP_ATOMIC_RESP) {
-        payload.assign(8, 0x5a);
-        p.hdr.offset = 0;
-        p.hdr.msg_len = 8;
-    }
-    if (op == MRC_OP_READ_REQ) p.hdr.msg_len = static_cast<uint32_t>(rng());
-    if (mask & MRC_OPM_RETH) {
-        p.reth.va = rng() % (UINT64_MAX - p.hdr.msg_len);
-        p.reth.rkey = static_cast<uint32_t>(rng());
-    }
-    if (mask & MRC_OPM_ATOMIC) {
-        p.atomic.va = (rng() % (UINT64_MAX / 2)) & ~7ull;
-        p.atomic.rkey = static_cast<uint32_t>(rng());
-        p.atomic.swap_add = rng();
-        p.atomic.compare = rng();
-    }
-    if (mask & MRC_OPM_DETH) {
-        p.deth.qkey = static_cast<uint32_t>(rng());
-        p.deth.src_qpn = static_cast<uint32_t>(rng());
-    }
-    if (mask & MRC_OPM_ACK) {
-        p.ack.path.cum = static_cast<uint32_t>(rng());
-        for (auto &w : p.ack.path.bits) w = rng();
-        p.ack.path.ack_delay_us = rng() % 65536;
-        p.ack.path.ce = rng() % 65536;
-        p.ack.share = static_cast<uint16_t>(rng());
-        p.ack.capacity_mbps = static_cast<uint32_t>(rng());
-    }
-    if (mask & MRC_OPM_NAK) {
-        p.nak.syndrome = MRC_NAK_RNR + rng() % 4;
-        p.nak.arg = static_cast<uint8_t>(rng());
-        p.nak.ssn = static_cast<uint32_t>(rng());
-    }
-    if (mask & MRC_OPM_IMM) p.imm = static_cast<uint32_t>(rng());
-    return build(p, payload);
+    mrc_pkt p;
+    return mrcore_test::random_valid(rng, &p);
 }
 
 Bytes rebuild(const mrc_pkt &p) { return build(p, Bytes(p.payload, p.payload + p.payload_len)); }
