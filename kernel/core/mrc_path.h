@@ -65,6 +65,7 @@ struct mrc_sent {
 	u64 sent_us;
 	u8 state;
 	u8 route;		/* the path's route when it left */
+	bool probe;		/* sent while the path was failed */
 };
 
 enum mrc_repath {
@@ -95,7 +96,7 @@ struct mrc_path_tx {
 	u32 srtt_us, rttvar_us, min_rtt_us, latest_rtt_us;
 	bool has_rtt;
 	u32 ptos;		/* probe timeouts in a row */
-	u64 last_sent_us;	/* newest OUT packet's send time */
+	u64 pto_from_us;	/* newest send, or ACK of one in flight */
 
 	enum mrc_path_state state;
 	u32 backoff_us;

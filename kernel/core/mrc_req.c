@@ -230,6 +230,48 @@ void mrc_req_answered(struct mrc_req *r, u32 index, u32 bytes)
 	}
 }
 
+/* The work request segment @ssn belongs to, if it is one still held. */
+bool mrc_req_wr_of(const struct mrc_req *r, u32 ssn, u32 *wr)
+{
+	u32 index = r->wr_of_ssn[ssn % MRC_STREAM_MAP_BITS];
+	const struct mrc_wr *w = wr_at(r, index);
+
+	if (index - r->head >= r->tail - r->head || !w->opened ||
+	    ssn - w->first_ssn >= w->opened)
+		return false;
+	*wr = index;
+	return true;
+}
+
+/*
+ * The responder refused work request @index (a NAK, section 9.2): it is
+ * done, in error, as soon as every one before it is; nothing more of it is
+ * sent, and it no longer counts as a request waiting for its answer.
+ */
+void mrc_req_refused(struct mrc_req *r, u32 index)
+{
+	struct mrc_wr *w = wr_at(r, index);
+	u32 i;
+
+	if (index - r->head >= r->tail - r->head || w->state == MRC_WR_DONE)
+		return;
+	w->refused = true;
+	if (w->state == MRC_WR_POSTED) {
+		/* only the send point can be part opened */
+		w->state = MRC_WR_OPENED;
+		if (r->send == index)
+			r->send++;
+	}
+	for (i = 0; i < r->nreqs; i++) {
+		if (r->reqs[i] == index) {
+			r->nreqs--;
+			memmove(&r->reqs[i], &r->reqs[i + 1],
+				(r->nreqs - i) * sizeof(r->reqs[0]));
+			break;
+		}
+	}
+}
+
 /* The oldest work request, if it is complete: in posting order. */
 bool mrc_req_next_completion(struct mrc_req *r, u32 *index)
 {
@@ -241,7 +283,7 @@ bool mrc_req_next_completion(struct mrc_req *r, u32 *index)
 	w = wr_at(r, r->head);
 	if (w->state != MRC_WR_OPENED)
 		return false;
-	if (!w->op)
+	if (!w->op || w->refused)
 		done = true;
 	else if (is_request(w->op))
 		done = w->answered;

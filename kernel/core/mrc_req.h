@@ -25,6 +25,7 @@ struct mrc_wr {
 	u8 flags;		/* MRC_WR_* */
 	u8 state;		/* enum mrc_wr_state */
 	bool answered;		/* a request: its response arrived whole */
+	bool refused;		/* the responder refused it (a NAK) */
 	u32 length;
 	u32 msn;		/* receive-consuming: its MSN */
 	u32 first_ssn;
@@ -71,6 +72,8 @@ enum mrc_resp_verdict mrc_req_response(struct mrc_req *r,
 				       const struct mrc_hdr *h,
 				       u32 payload_len, u32 *wr);
 void mrc_req_answered(struct mrc_req *r, u32 wr, u32 bytes);
+bool mrc_req_wr_of(const struct mrc_req *r, u32 ssn, u32 *wr);
+void mrc_req_refused(struct mrc_req *r, u32 wr);
 bool mrc_req_next_completion(struct mrc_req *r, u32 *wr);
 
 #endif /* MRC_REQ_H */

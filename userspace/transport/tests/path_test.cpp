@@ -136,6 +136,46 @@ TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
     EXPECT_EQ(ev.acked.back(), 20u);
 }
 
+// A burst that fills the window queues up behind itself: its ACKs keep coming
+// later than a PTO of the RTT measured before it. Each that acknowledges
+// something shows the path alive, so the PTO counts from it (section 5.3).
+TEST_F(PathTest, ProbeTimeoutCountsFromTheNewestSendOrAck) {
+    arrive(send(0, 0), 100);
+    ack(100);  // RTT 100 us: PTO 100 + 1000 + 200
+    for (int i = 1; i <= 8; i++) send(i, 200);
+    EXPECT_EQ(mrc_path_tx_deadline(&tx), 200u + 1300);
+    arrive(1001, 1400);
+    ack(1400);  // later than the PTO would have been from the send
+    EXPECT_EQ(mrc_path_tx_deadline(&tx), 1400u + mrc_path_tx_pto(&tx));
+    mrc_path_tx_timer(&tx, 1500, 0x55, &kOps, &ev);
+    EXPECT_TRUE(ev.lost.empty());
+    ack(1600);  // nothing new: the PTO stays
+    EXPECT_EQ(mrc_path_tx_deadline(&tx), 1400u + mrc_path_tx_pto(&tx));
+}
+
+// A stall longer than the probe's PTO: the probe is declared lost, then its
+// ACK comes. The path works, so it is active again (section 5.3).
+TEST_F(PathTest, AProbeThatArrivesLateRevivesThePath) {
+    uint64_t now = 0;
+    for (int i = 0; i < 3; i++) {
+        send(i, now);
+        now = mrc_path_tx_deadline(&tx);
+        mrc_path_tx_timer(&tx, now, 0x55, &kOps, &ev);
+    }
+    ASSERT_EQ(tx.state, MRC_PATH_FAILED);
+    now = mrc_path_tx_retry_at(&tx);
+    uint32_t probe = send(9, now);
+    uint64_t lost_at = mrc_path_tx_deadline(&tx);
+    mrc_path_tx_timer(&tx, lost_at, 0x66, &kOps, &ev);
+    ASSERT_EQ(ev.lost.back(), 9u);
+    EXPECT_EQ(tx.state, MRC_PATH_FAILED);
+    arrive(probe, lost_at + 100);
+    ack(lost_at + 100);
+    EXPECT_EQ(tx.spurious, 1u);
+    EXPECT_EQ(tx.state, MRC_PATH_ACTIVE);
+    EXPECT_EQ(tx.backoff_us, uint32_t{MRC_MIN_BACKOFF_US});
+}
+
 TEST_F(PathTest, AckNamingWhatWasNotSentIsRefused) {
     send(0, 0);
     mrc_path_ack a = {};

@@ -182,6 +182,31 @@ TEST_F(Req, RandomWorkCompletesInOrder) {
 
 // Found by review: slots are the index modulo the entries, which must then be a power of two, or
 // two live requests share a slot across the index's wrap.
+// A NAK refuses one work request: it completes (the caller reports the error)
+// once those before it have, and nothing more of it goes out.
+TEST_F(Req, ARefusedRequestCompletesInOrderAndSendsNoMore) {
+    post(MRC_OP_SEND, 100);
+    post(MRC_OP_WRITE, 3000);
+    post(MRC_OP_READ_REQ, 10);
+    mrc_seg_out o;
+    ASSERT_TRUE(mrc_req_next(&r, &st, &o));  // the SEND
+    ASSERT_TRUE(mrc_req_next(&r, &st, &o));  // the WRITE's first segment
+    uint32_t wr;
+    ASSERT_TRUE(mrc_req_wr_of(&r, 501, &wr));
+    EXPECT_EQ(wr, 1u);
+    EXPECT_FALSE(mrc_req_wr_of(&r, 502, &wr));  // not opened
+    mrc_req_refused(&r, 1);
+    EXPECT_TRUE(completions().empty());  // the SEND is not delivered yet
+    ASSERT_TRUE(mrc_req_next(&r, &st, &o));
+    EXPECT_EQ(o.wr, 2u);  // the WRITE's other segments are not sent
+    deliver(500);
+    EXPECT_EQ(completions(), (std::vector<uint32_t>{0, 1}));
+    mrc_req_refused(&r, 2);  // a READ refused no longer waits for an answer
+    EXPECT_EQ(r.nreqs, 0u);
+    EXPECT_EQ(completions(), (std::vector<uint32_t>{2}));
+    EXPECT_TRUE(r.wrs[1].refused);
+}
+
 TEST(ReqInit, EntriesArePowersOfTwo) {
     std::vector<mrc_wr> w(3);
     mrc_req r;

@@ -40,7 +40,7 @@ uint32_t PathSender::on_sent(uint64_t cookie, uint64_t now_us) {
     if (probe) probe_out_ = true;
     ++in_flight_;
     ++sent_;
-    newest_sent_us_ = now_us;
+    pto_from_us_ = now_us;
     max_floor_sent_ = floor_;  // floor_ only rises
     return seq;
 }
@@ -80,6 +80,8 @@ AckVerdict PathSender::on_ack(const PathAck& ack, uint64_t now_us, PathEvents& e
             // after that the receiver may have skipped it.
             if (!by_bit && seq_after(max_floor_sent_, s)) continue;
             ++spurious_;
+            // Section 5.3: a probe that arrives after its PTO still shows the path works.
+            if (r.probe) probe_acked = true;
         }
         r.state = Tx::Acked;
         ev.acked.push_back(r.cookie);
@@ -90,7 +92,11 @@ AckVerdict PathSender::on_ack(const PathAck& ack, uint64_t now_us, PathEvents& e
         }
     }
 
-    if (newly > 0) pto_count_ = 0;
+    if (newly > 0) {
+        // Section 5.3: the path is alive, so its PTO counts from this ACK too.
+        pto_count_ = 0;
+        pto_from_us_ = now_us;
+    }
     if (sample) update_rtt(now_us - sample_sent_us, ack.ack_delay_us);
     if (probe_acked && state_ == PathState::Failed) {
         state_ = PathState::Active;
@@ -144,8 +150,9 @@ uint64_t PathSender::loss_delay_us() const {
 
 uint64_t PathSender::pto_deadline() const {
     if (in_flight_ == 0) return kNever;
-    // Section 5.3: a PTO after the newest packet sent (as RFC 9002 arms its PTO).
-    return newest_sent_us_ + pto_us();
+    // Section 5.3: a PTO after the newest packet sent or the newest ACK of one in flight (as
+    // RFC 9002 restarts its PTO).
+    return pto_from_us_ + pto_us();
 }
 
 uint64_t PathSender::deadline() const {

@@ -272,12 +272,14 @@ TEST(PathSender, ProbeTimeoutLosesTheTailAndDoubles) {
     EXPECT_EQ(t.p.pto_count(), 0u);
 }
 
-TEST(PathSender, ProbeTimeoutCountsFromTheNewestPacketSent) {
+TEST(PathSender, ProbeTimeoutCountsFromTheNewestSendOrAck) {
     Tx t;
     t.send_n(4, 0);
-    t.ack(ack_of(1), 100);  // RTT 100: PTO 100 + 1000 + 200, from the newest sent (at 0)
-    EXPECT_EQ(t.p.deadline(), 0u + 1300);
+    t.ack(ack_of(1), 100);  // RTT 100: PTO 100 + 1000 + 200, from the ACK (at 100)
+    EXPECT_EQ(t.p.deadline(), 100u + 1300);
     t.send(500);
+    EXPECT_EQ(t.p.deadline(), 500u + 1300);
+    t.ack(ack_of(1), 500);  // names nothing new: the PTO stays where the send put it
     EXPECT_EQ(t.p.deadline(), 500u + 1300);
 }
 
@@ -323,6 +325,27 @@ TEST(PathSender, ThreeTimeoutsFailThePathOntoANewRoute) {
     EXPECT_EQ(t.p.retry_at(), kNever);
     EXPECT_TRUE(t.p.can_send(now + 300));
     EXPECT_EQ(t.p.sent_packets(), 4u);
+}
+
+// Section 5.3: a probe declared lost whose ACK comes after all revives the path.
+TEST(PathSender, AProbeThatArrivesLateRevivesThePath) {
+    Tx t(0, 40 * kCwndOne);
+    uint64_t now = 0;
+    for (int i = 0; i < 3; ++i) {
+        t.send(now);
+        now = t.p.deadline();
+        t.timer(now, 1234);
+    }
+    ASSERT_EQ(t.p.state(), PathState::Failed);
+    now = t.p.retry_at();
+    const uint32_t probe = t.send(now);
+    now = t.p.deadline();
+    t.timer(now, 4321);
+    EXPECT_EQ(t.p.state(), PathState::Failed);
+    t.ack(ack_of(probe + 1), now + 100);
+    EXPECT_EQ(t.p.spurious(), 1u);
+    EXPECT_EQ(t.p.state(), PathState::Active);
+    EXPECT_TRUE(t.p.can_send(now + 100));
 }
 
 TEST(PathSender, LostProbesMoveRoutesAndDoubleTheBackoffTo500ms) {

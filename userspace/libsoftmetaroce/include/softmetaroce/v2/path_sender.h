@@ -112,7 +112,7 @@ class PathSender {
     bool has_rtt_ = false;
     uint32_t srtt_us_ = 0, rttvar_us_ = 0, min_rtt_us_ = 0, latest_rtt_us_ = 0;
     uint32_t pto_count_ = 0;
-    uint64_t newest_sent_us_ = 0;
+    uint64_t pto_from_us_ = 0;
 
     PathState state_ = PathState::Active;
     uint64_t backoff_us_ = kFirstBackoffUs;
