@@ -17,6 +17,8 @@
 #include <uapi/rdma/metaroce_wire.h>
 
 #include "metaroce_queue.h"
+
+struct mrc_fair_rx;
 #include "metaroce_counters.h"
 
 #define METAROCE_PORT		1
@@ -103,6 +105,11 @@ struct metaroce_dev {
 
 	/* Paths per connection (sysfs: metaroce/paths). */
 	unsigned int num_paths;
+	/* Wire protocol version, fixed at creation (module parameter). */
+	u8 protocol;
+	/* Protocol 2: the senders to this device and their shares. */
+	struct mrc_fair_rx *fair;
+	spinlock_t fair_lock;		/* fair */
 
 	/* Connections that sent data in the last millisecond (fair share). */
 	u32 fs_epoch;

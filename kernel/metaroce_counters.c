@@ -31,6 +31,7 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_RX_NO_RECV_WQE].name	= "rx_no_recv_wqe",
 	[METAROCE_CNT_REMOTE_ACCESS_ERR].name	= "remote_access_errors",
 	[METAROCE_CNT_RNR_NAKS_SENT].name	= "rnr_naks_sent",
+	[METAROCE_CNT_RX_REFUSED].name		= "rx_refused",
 	[METAROCE_CNT_RETRANSMITS].name		= "retransmits",
 	[METAROCE_CNT_LOST_BY_COUNT].name	= "lost_by_count",
 	[METAROCE_CNT_LOST_BY_TIME].name	= "lost_by_time",

@@ -34,6 +34,7 @@ enum metaroce_counter {
 	METAROCE_CNT_RX_NO_RECV_WQE,	/* datagram with no receive posted */
 	METAROCE_CNT_REMOTE_ACCESS_ERR,	/* refused a remote access */
 	METAROCE_CNT_RNR_NAKS_SENT,
+	METAROCE_CNT_RX_REFUSED,	/* v2: segment refused, no receive WQE */
 	METAROCE_CNT_RETRANSMITS,
 	METAROCE_CNT_LOST_BY_COUNT,	/* overtaken by enough later packets */
 	METAROCE_CNT_LOST_BY_TIME,	/* overtaken, and out too long */

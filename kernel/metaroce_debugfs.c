@@ -8,6 +8,7 @@
 
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
+#include "soft/mrs.h"
 
 static struct dentry *debugfs_root;
 
@@ -83,7 +84,10 @@ static int qps_show(struct seq_file *m, void *unused)
 		seq_printf(m, "qp %lu: type %d state %d peer qpn %u mtu %u\n",
 			   qpn, qp->ibqp.qp_type, READ_ONCE(qp->state),
 			   qp->attr.dest_qp_num, qp->mtu);
-		if (qp->soft) {
+		if (qp->soft && qp->soft->v2) {
+			show_queues(m, qp);
+			mrs_debugfs_show(m, qp->soft);
+		} else if (qp->soft) {
 			show_queues(m, qp);
 			show_req(m, &qp->soft->req);
 			show_resp(m, &qp->soft->resp);

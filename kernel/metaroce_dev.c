@@ -8,6 +8,7 @@
 #include <net/addrconf.h>
 
 #include "metaroce_loc.h"
+#include "core/mrc_fair.h"
 #include "metaroce_engine.h"
 
 static void init_device_attr(struct metaroce_dev *mdev)
@@ -158,6 +159,7 @@ void metaroce_dealloc_driver(struct ib_device *ibdev)
 	 * ib_core frees after we return.
 	 */
 	metaroce_zc_drain(mdev);
+	kfree(mdev->fair);
 	flush_workqueue(metaroce_wq);
 	free_percpu(mdev->counters);
 	xa_destroy(&mdev->ahs);
@@ -233,6 +235,16 @@ int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev)
 	xa_init_flags(&mdev->mws, XA_FLAGS_ALLOC1);
 	xa_init_flags(&mdev->ahs, XA_FLAGS_ALLOC1);
 	mdev->num_paths = metaroce_default_paths;
+	mdev->protocol = metaroce_protocol;
+	spin_lock_init(&mdev->fair_lock);
+	if (mdev->protocol == 2 && metaroce_rx_capacity_mbps) {
+		mdev->fair = kzalloc(sizeof(*mdev->fair), GFP_KERNEL);
+		if (!mdev->fair) {
+			err = -ENOMEM;
+			goto err_dealloc;
+		}
+		mrc_fair_rx_init(mdev->fair, metaroce_rx_capacity_mbps);
+	}
 	init_device_attr(mdev);
 	init_ib_device(mdev);
 

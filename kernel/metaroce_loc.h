@@ -12,6 +12,8 @@
 /* metaroce_main.c: module state and the registry of live devices */
 extern struct workqueue_struct *metaroce_wq;
 extern unsigned int metaroce_default_paths;
+extern unsigned int metaroce_protocol;
+extern unsigned int metaroce_rx_capacity_mbps;
 struct metaroce_dev *metaroce_get_dev_by_netdev(struct net_device *ndev);
 struct metaroce_dev *metaroce_get_dev_for_skb(struct sk_buff *skb);
 int metaroce_registry_add(struct metaroce_dev *mdev);

@@ -28,6 +28,17 @@ module_param_named(paths, metaroce_default_paths, uint, 0444);
 MODULE_PARM_DESC(paths,
 		 "Paths per connection for new devices (1-64, default 8)");
 
+/* Until v2 carries every verb (issue 15), v1 is the default. */
+unsigned int metaroce_protocol = 1;
+module_param_named(protocol, metaroce_protocol, uint, 0444);
+MODULE_PARM_DESC(protocol,
+		 "Wire protocol version of new devices (1 or 2, default 1)");
+
+unsigned int metaroce_rx_capacity_mbps;
+module_param_named(rx_capacity_mbps, metaroce_rx_capacity_mbps, uint, 0444);
+MODULE_PARM_DESC(rx_capacity_mbps,
+		 "Protocol 2: inbound capacity a device shares among its senders, Mbit/s (0: no grants)");
+
 /*
  * Devices between metaroce_dev_add() and their dealloc_driver. Writers
  * hold registry_lock; readers (netdev events, packet receive) walk the list
@@ -160,7 +171,8 @@ static int __init metaroce_init(void)
 {
 	int err;
 
-	if (!metaroce_default_paths || metaroce_default_paths > SOFT_MAX_PATHS)
+	if (!metaroce_default_paths || metaroce_default_paths > SOFT_MAX_PATHS ||
+	    metaroce_protocol < 1 || metaroce_protocol > 2)
 		return -EINVAL;
 	metaroce_wq = alloc_workqueue("metaroce", WQ_HIGHPRI, 0);
 	if (!metaroce_wq)

@@ -20,6 +20,7 @@
 
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
+#include "soft/mrs.h"
 
 unsigned short metaroce_udp_port = METAROCE_UDP_PORT;
 module_param_named(udp_port, metaroce_udp_port, ushort, 0444);
@@ -38,7 +39,10 @@ static int metaroce_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
 	struct metaroce_dev *mdev = metaroce_get_dev_for_skb(skb);
 
 	if (mdev) {
-		metaroce_rx(mdev, skb);
+		if (mdev->protocol == 2)
+			mrs_rx(mdev, skb);
+		else
+			metaroce_rx(mdev, skb);
 		ib_device_put(&mdev->ib_dev);
 	} else {
 		kfree_skb(skb);

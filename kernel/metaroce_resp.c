@@ -115,8 +115,8 @@ static struct soft_rwqe *rwqe_for_msn(struct metaroce_soft_qp *sqp, u32 msn,
  * Completes the RQ's oldest WQE, @rwqe, with @status: releases it and
  * frees its slot before the completion can be polled (see soft_sq_retire).
  */
-static void retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
-			u8 status)
+void soft_retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
+		      u8 status)
 {
 	struct metaroce_cqe cqe = {
 		.wr_id = rwqe->wqe.wr_id,
@@ -146,7 +146,7 @@ static void retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
  * A SEND with invalidate completes: ends the registration it names, once
  * (protocol.md section 6). One the consumer ended meanwhile stays ended.
  */
-static void invalidate_for(struct metaroce_qp *qp, u32 key)
+void soft_invalidate_for(struct metaroce_qp *qp, u32 key)
 {
 	struct metaroce_mr *mr;
 
@@ -163,7 +163,7 @@ static void invalidate_for(struct metaroce_qp *qp, u32 key)
 }
 
 /* Whether @key names a registration a SEND to @qp may invalidate. */
-static bool invalidation_allowed(struct metaroce_qp *qp, u32 key)
+bool soft_invalidation_allowed(struct metaroce_qp *qp, u32 key)
 {
 	struct metaroce_mr *mr;
 	bool ok;
@@ -194,8 +194,8 @@ static bool complete_messages(struct metaroce_soft_qp *sqp)
 		    soft_psn_diff(resp->cum, rwqe->last_psn) <= 0)
 			break;
 		if (rwqe->with_inv && rwqe->status == IB_WC_SUCCESS)
-			invalidate_for(qp, rwqe->inv_rkey);
-		retire_recv(qp, rwqe, rwqe->status);
+			soft_invalidate_for(qp, rwqe->inv_rkey);
+		soft_retire_recv(qp, rwqe, rwqe->status);
 		resp->msn_done++;
 		any = true;
 	}
@@ -320,7 +320,7 @@ static enum rx_verdict rx_message(struct metaroce_soft_qp *sqp,
 		rwqe->with_inv = true;
 		rwqe->inv_rkey = be32_to_cpu(pkt->deth.imm);
 		if (rwqe->status == IB_WC_SUCCESS &&
-		    !invalidation_allowed(qp, rwqe->inv_rkey))
+		    !soft_invalidation_allowed(qp, rwqe->inv_rkey))
 			rwqe->status = IB_WC_REM_INV_REQ_ERR;
 	}
 	if (pkt->flags & METAROCE_F_SOLICITED)
@@ -984,7 +984,7 @@ void soft_resp_flush(struct metaroce_soft_qp *sqp)
 			status = rwqe->status;
 		if (!rwqe->taken)
 			soft_take_recv_wqe(sqp, qp->rq.own_index);
-		retire_recv(qp, rwqe, status);
+		soft_retire_recv(qp, rwqe, status);
 	}
 	/* IBA 11.6.3: on an SRQ, the last WQE the QP took has completed. */
 	last_wqe = metaroce_qp_srq(qp) && !resp->last_wqe_reported;

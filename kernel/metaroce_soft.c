@@ -12,6 +12,7 @@
 #include "metaroce_loc.h"
 #include "metaroce_engine.h"
 #include "metaroce_soft.h"
+#include "soft/mrs.h"
 
 static int soft_dev_open(struct metaroce_dev *mdev)
 {
@@ -57,16 +58,19 @@ void soft_sq_go_idle(struct metaroce_soft_qp *sqp)
 	}
 }
 
-/* One transmit run; the caller holds tx_mutex. */
-static void soft_tx_run(struct metaroce_soft_qp *sqp)
+/* One transmit run of at most @budget packets; the caller holds tx_mutex. */
+static void soft_tx_run(struct metaroce_soft_qp *sqp, int budget)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	enum ib_qp_state state = READ_ONCE(qp->state);
 	enum soft_tx_result result = TX_IDLE;
-	int budget = SOFT_TX_BUDGET;
 
 	switch (state) {
 	case IB_QPS_ERR:
+		if (sqp->v2) {
+			mrs_flush(sqp);
+			return;
+		}
 		soft_resp_flush(sqp);
 		soft_req_flush(sqp);
 		return;
@@ -81,9 +85,12 @@ static void soft_tx_run(struct metaroce_soft_qp *sqp)
 
 	/* Running: posts need no doorbell until we say so again. */
 	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 0);
-	budget -= soft_resp_transmit(sqp, budget);
+	if (!sqp->v2)
+		budget -= soft_resp_transmit(sqp, budget);
 	if (budget > 0 && (state == IB_QPS_RTS || state == IB_QPS_SQD)) {
-		if (qp->ibqp.qp_type == IB_QPT_RC)
+		if (sqp->v2 && qp->ibqp.qp_type == IB_QPT_RC)
+			result = mrs_transmit(sqp, &budget);
+		else if (qp->ibqp.qp_type == IB_QPT_RC)
 			result = soft_req_transmit(sqp, &budget);
 		else
 			result = soft_ud_transmit(sqp, &budget);
@@ -102,7 +109,7 @@ static void soft_tx_work(struct work_struct *work)
 					struct metaroce_soft_qp, tx_work);
 
 	mutex_lock(&sqp->tx_mutex);
-	soft_tx_run(sqp);
+	soft_tx_run(sqp, SOFT_TX_BUDGET);
 	mutex_unlock(&sqp->tx_mutex);
 }
 
@@ -144,6 +151,8 @@ static int soft_qp_create(struct metaroce_qp *qp)
 	sqp->tx_cpu = cpumask_local_spread(qp->ibqp.qp_num, NUMA_NO_NODE);
 	soft_req_init(sqp);
 	soft_resp_init(sqp);
+	if (qp->mdev->protocol == 2 && mrs_qp_create(sqp, gfp))
+		goto err;
 	/* Until the engine runs, a post must ring the doorbell. */
 	qp->sq.hdr->doorbell_needed = 1;
 	qp->soft = sqp;
@@ -170,6 +179,8 @@ static void soft_qp_quiesce(struct metaroce_soft_qp *sqp, bool dying)
 	/* The worker may have armed a timer on its way out. */
 	hrtimer_cancel(&sqp->req.timer);
 	hrtimer_cancel(&sqp->resp.ack_timer);
+	if (sqp->v2)
+		mrs_qp_quiesce(sqp);
 	WRITE_ONCE(sqp->dying, dying);
 }
 
@@ -178,6 +189,10 @@ static void soft_qp_destroy(struct metaroce_qp *qp)
 	struct metaroce_soft_qp *sqp = qp->soft;
 
 	soft_qp_quiesce(sqp, true);
+	if (sqp->v2) {
+		mrs_qp_reset(sqp);
+		mrs_qp_destroy(sqp);
+	}
 	soft_req_reset(sqp);
 	soft_resp_reset(sqp);
 	soft_paths_cleanup(&sqp->req);
@@ -197,14 +212,20 @@ static int soft_qp_state_changed(struct metaroce_qp *qp, enum ib_qp_state old,
 	case IB_QPS_RESET:
 		/* Process context: modify_qp. Everything posted is dropped. */
 		soft_qp_quiesce(sqp, false);
+		if (sqp->v2)
+			mrs_qp_reset(sqp);
 		soft_req_reset(sqp);
 		soft_resp_reset(sqp);
 		break;
 	case IB_QPS_RTR:
+		if (old == IB_QPS_INIT && sqp->v2)
+			mrs_qp_reset(sqp);
 		if (old == IB_QPS_INIT)
 			soft_resp_reset(sqp);
 		break;
 	case IB_QPS_RTS:
+		if (old == IB_QPS_RTR && sqp->v2)
+			mrs_qp_reset(sqp);
 		if (old == IB_QPS_RTR)
 			soft_req_reset(sqp);
 		soft_schedule_tx(sqp);
@@ -228,6 +249,8 @@ static int soft_qp_state_changed(struct metaroce_qp *qp, enum ib_qp_state old,
 
 static bool soft_sq_drained(struct metaroce_qp *qp)
 {
+	if (qp->soft->v2)
+		return mrs_sq_drained(qp->soft);
 	return soft_req_drained(qp->soft);
 }
 
@@ -242,11 +265,26 @@ static bool soft_sq_drained(struct metaroce_qp *qp)
 static void soft_sq_doorbell(struct metaroce_qp *qp)
 {
 	struct metaroce_soft_qp *sqp = qp->soft;
+	int budget = SOFT_TX_BUDGET;
 
+	/*
+	 * Protocol v2 calls a gap in a path's sequence loss, and packets of
+	 * one path sent from two CPUs can pass each other in their backlogs:
+	 * here only one packet, the first of an idle QP, on a path of its
+	 * own; the worker sends the rest from its CPU (measured: thousands of
+	 * spurious resends on a link that loses nothing, without this).
+	 */
+	if (sqp->v2) {
+		if (!mrs_quiet(sqp)) {
+			soft_schedule_tx(sqp);
+			return;
+		}
+		budget = 1;
+	}
 	if (qp->is_user && !work_pending(&sqp->tx_work) &&
 	    mutex_trylock(&sqp->tx_mutex)) {
 		if (!READ_ONCE(sqp->dying))
-			soft_tx_run(sqp);
+			soft_tx_run(sqp, budget);
 		mutex_unlock(&sqp->tx_mutex);
 		return;
 	}

@@ -43,6 +43,7 @@
 #define SOFT_TX_COPYBREAK	256
 
 struct metaroce_mr;
+struct mrs_qp;
 
 /* The requester's checked private copy of a send WQE. */
 struct soft_swqe {
@@ -287,6 +288,8 @@ struct metaroce_soft_qp {
 	bool dying;			/* destroy under way: no rescheduling */
 	struct soft_req req;
 	struct soft_resp resp;
+	/* Protocol v2 (soft/mrs.h), on a device that speaks it; else NULL. */
+	struct mrs_qp *v2;
 };
 
 /* A parsed packet, fields in host order. */
@@ -442,6 +445,10 @@ void soft_resp_reset(struct metaroce_soft_qp *sqp);
 void soft_resp_rx(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt);
 int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget);
 void soft_resp_flush(struct metaroce_soft_qp *sqp);
+void soft_retire_recv(struct metaroce_qp *qp, struct soft_rwqe *rwqe,
+		      u8 status);
+void soft_invalidate_for(struct metaroce_qp *qp, u32 key);
+bool soft_invalidation_allowed(struct metaroce_qp *qp, u32 key);
 
 /* metaroce_atomic.c: the responder's atomics, executed exactly once */
 int soft_atomic_alloc(struct soft_resp *resp, gfp_t gfp);

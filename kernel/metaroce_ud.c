@@ -11,6 +11,7 @@
 
 #include "metaroce_loc.h"
 #include "metaroce_soft.h"
+#include "soft/mrs.h"
 
 #define GRH_LEN	40
 
@@ -27,6 +28,9 @@ static struct sk_buff *build_datagram(struct metaroce_qp *qp,
 	struct sk_buff *skb;
 	u8 flags = METAROCE_F_FIRST | METAROCE_F_LAST;
 
+	if (qp->mdev->protocol == 2)
+		return mrs_build_datagram(qp, swqe,
+					  wqe_qkey(qp, swqe->wqe.ud.remote_qkey));
 	skb = soft_alloc_skb(qp, METAROCE_BTH_LEN + METAROCE_DETH_LEN,
 			     swqe->length);
 	if (!skb)

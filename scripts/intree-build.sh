@@ -64,7 +64,7 @@ drv=$tree/drivers/infiniband/sw/metaroce
 	rsync -a -c --delete --exclude '*.o' --exclude '.*.cmd' \
 		--exclude '*.mod*' --exclude '*.ko' --exclude 'modules.order' \
 		--exclude Kconfig \
-		--include 'core/' --include '*.c' --include '*.h' \
+		--include 'core/' --include 'soft/' --include '*.c' --include '*.h' \
 		--include Kbuild --include Makefile \
 		--exclude '*' \
 		"$TOP/kernel/" "$drv/"
