@@ -41,6 +41,7 @@ SUITES=(
 	"consumers:2:2:selftests/metaroce/consumers.sh"
 	"nvme:2:2:selftests/metaroce/nvme.sh"
 	"verbs:1:0:selftests/metaroce/verbs.sh"
+	"protocol2:1:0:selftests/metaroce/protocol2.sh"
 	"interop:1:0:selftests/metaroce/interop.sh"
 	"compliance:1:0:selftests/metaroce/compliance.sh"
 	"loss:1:0:selftests/metaroce/loss.sh"

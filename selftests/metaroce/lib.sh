@@ -6,6 +6,8 @@
 #                   are modprobed first); empty: modprobe the installed one
 #   RDMAV_DRIVERS   libibverbs' list of extra providers; selftests/run.sh
 #                   points it at the build tree unless --installed
+#   METAROCE_PROTOCOL  wire protocol of the devices (the module's protocol
+#                   parameter); empty: the module's default
 # shellcheck source=../lib/tap.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
@@ -17,14 +19,17 @@ METAROCE_SELFTESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 metaroce_load() {
 	local dep
 	[[ -d /sys/module/metaroce ]] && return 0
+	set -- ${METAROCE_PROTOCOL:+protocol=$METAROCE_PROTOCOL} "$@"
 	if [[ -z $METAROCE_KO ]]; then
 		modprobe metaroce "$@"
-		return
-	fi
-	for dep in $(modinfo -F depends "$METAROCE_KO" | tr , ' '); do
-		modprobe "$dep"
-	done
-	insmod "$METAROCE_KO" "$@"
+	else
+		for dep in $(modinfo -F depends "$METAROCE_KO" | tr , ' '); do
+			modprobe "$dep"
+		done
+		insmod "$METAROCE_KO" "$@"
+	fi || return
+	[[ -z ${METAROCE_PROTOCOL:-} ]] ||
+		grep -qx "$METAROCE_PROTOCOL" /sys/module/metaroce/parameters/protocol
 }
 
 metaroce_unload() {

@@ -11,7 +11,8 @@
 # provider RDMAV_DRIVERS names, else build/userspace/tests/verbs),
 # METAROCE_VERBS_TIMEOUT (seconds for one run of the program, default 600),
 # METAROCE_VERBS_BIG_MIB, METAROCE_VERBS_TIME_SCALE, METAROCE_VERBS_HAMMER_S
-# (passed on).
+# (passed on), METAROCE_VERBS_RERUN_FAILED (1: a failed case runs once more
+# on its own, and passes, visibly, only if that run passes).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/topo.sh"
 
@@ -104,6 +105,20 @@ run_all() {
 	((died == 0))
 }
 
+# Runs case $1 once more on its own; its output goes to the log.
+rerun_case() {
+	local out=/tmp/metaroce-verbs-test.rerun rc
+	echo "--- $1 failed: running it once more on its own"
+	METAROCE_DEV_A=mr1 METAROCE_DEV_B=mr2 \
+		METAROCE_VERBS_NETDEV_MTU_A="ip -n ns1 link set dev veth0 mtu" \
+		METAROCE_VERBS_QDISC_A="tc -n ns1 qdisc ACTION dev veth0 root" \
+		timeout -k 10 "${METAROCE_VERBS_TIMEOUT:-600}" \
+		"$BIN" --gtest_color=no --gtest_filter="$1" >"$out" 2>&1
+	rc=$?
+	sed 's/^/# /' "$out"
+	return "$rc"
+}
+
 # One TAP result per case, from the program's output.
 report_cases() {
 	local name v why
@@ -115,7 +130,14 @@ report_cases() {
 		case ${verdict[$name]:-} in
 		OK) tap_ok "$name" ;;
 		SKIPPED) tap_skip_result "$name" ;;
-		FAILED) tap_not_ok "$name" ;;
+		FAILED)
+			if [[ ${METAROCE_VERBS_RERUN_FAILED:-} == 1 ]] &&
+				rerun_case "$name"; then
+				tap_ok "$name (failed, then passed on its own)"
+			else
+				tap_not_ok "$name"
+			fi
+			;;
 		*)
 			why=$(grep -F "$name exit status" "$CRASHED" | tail -n 1)
 			if [[ -n $why ]]; then
