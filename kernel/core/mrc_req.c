@@ -210,16 +210,11 @@ enum mrc_resp_verdict mrc_req_response(struct mrc_req *r,
 	return MRC_RESP_OK;
 }
 
-/* @bytes of request @index's response were placed; whole, it is answered. */
-void mrc_req_answered(struct mrc_req *r, u32 index, u32 bytes)
+/* Request @index no longer waits for its answer. */
+static void drop_request(struct mrc_req *r, u32 index)
 {
-	struct mrc_wr *w = wr_at(r, index);
 	u32 i;
 
-	w->resp_bytes += bytes;
-	if (w->resp_bytes < answer_len(w) || w->answered)
-		return;
-	w->answered = true;
 	for (i = 0; i < r->nreqs; i++) {
 		if (r->reqs[i] == index) {
 			r->nreqs--;
@@ -228,6 +223,18 @@ void mrc_req_answered(struct mrc_req *r, u32 index, u32 bytes)
 			break;
 		}
 	}
+}
+
+/* @bytes of request @index's response were placed; whole, it is answered. */
+void mrc_req_answered(struct mrc_req *r, u32 index, u32 bytes)
+{
+	struct mrc_wr *w = wr_at(r, index);
+
+	w->resp_bytes += bytes;
+	if (w->resp_bytes < answer_len(w) || w->answered)
+		return;
+	w->answered = true;
+	drop_request(r, index);
 }
 
 /* The work request segment @ssn belongs to, if it is one still held. */
@@ -251,7 +258,6 @@ bool mrc_req_wr_of(const struct mrc_req *r, u32 ssn, u32 *wr)
 void mrc_req_refused(struct mrc_req *r, u32 index)
 {
 	struct mrc_wr *w = wr_at(r, index);
-	u32 i;
 
 	if (index - r->head >= r->tail - r->head || w->state == MRC_WR_DONE)
 		return;
@@ -262,14 +268,7 @@ void mrc_req_refused(struct mrc_req *r, u32 index)
 		if (r->send == index)
 			r->send++;
 	}
-	for (i = 0; i < r->nreqs; i++) {
-		if (r->reqs[i] == index) {
-			r->nreqs--;
-			memmove(&r->reqs[i], &r->reqs[i + 1],
-				(r->nreqs - i) * sizeof(r->reqs[0]));
-			break;
-		}
-	}
+	drop_request(r, index);
 }
 
 /* The oldest work request, if it is complete: in posting order. */
