@@ -47,6 +47,31 @@ const struct mrc_path_ops mrs_path_ops = {
 };
 
 /*
+ * Whether the peer has taken nothing for longer than the QP's timeout
+ * times (retry_cnt + 1) while a work request of ours waits: then the
+ * oldest fails with a retry error, and the QP with it, as in IB. Only the
+ * requester times out: a responder's answers go on being resent (as an IB
+ * responder answers every repeat), and a QP with nothing posted never
+ * fails on its own. Progress is a delivery, a response, an RNR NAK or the
+ * end of its wait; a READ whose answer never comes times out too.
+ */
+static u64 retry_deadline(const struct mrs_qp *mq)
+{
+	const struct metaroce_qp *qp = mq->sqp->qp;
+	u64 limit_us = qp->attr.timeout ?
+		       div_u64(4096ULL << qp->attr.timeout, NSEC_PER_USEC) : 0;
+
+	if (!limit_us || mq->req.head == mq->req.tail || mq->rnr_until_us)
+		return ~0ULL;
+	return mq->progress_us + limit_us * (qp->attr.retry_cnt + 1) + 1;
+}
+
+static bool retry_exceeded(const struct mrs_qp *mq, u64 now)
+{
+	return now >= retry_deadline(mq);
+}
+
+/*
  * Arms the timer at the earliest of the paths' probe timeouts and delayed
  * ACKs, and, while data waits for room, a failed path's probe. Under the
  * lock; a timer that fires early finds nothing to do and arms again.
@@ -68,6 +93,9 @@ void mrs_arm_timer(struct mrs_qp *mq)
 	}
 	if (mq->rnr_until_us && mq->rnr_until_us < next)
 		next = mq->rnr_until_us;
+	t = retry_deadline(mq);
+	if (t < next)
+		next = t;
 	if (next == ~0ULL || READ_ONCE(mq->sqp->dying))
 		return;
 	next = max(next, mrs_now_us() + MRS_TIMER_MIN_US);
@@ -77,26 +105,6 @@ void mrs_arm_timer(struct mrs_qp *mq)
 		return;
 	hrtimer_start(&mq->timer, ns_to_ktime(next * NSEC_PER_USEC),
 		      HRTIMER_MODE_ABS_SOFT);
-}
-
-/*
- * Whether the peer has taken nothing for longer than the QP's timeout
- * times (retry_cnt + 1) while a work request of ours waits: then the
- * oldest fails with a retry error, and the QP with it, as in IB. Only the
- * requester times out: a responder's answers go on being resent (as an IB
- * responder answers every repeat), and a QP with nothing posted never
- * fails on its own.
- */
-static bool retry_exceeded(struct mrs_qp *mq, u64 now)
-{
-	struct metaroce_qp *qp = mq->sqp->qp;
-	u64 limit_us = qp->attr.timeout ?
-		       div_u64(4096ULL << qp->attr.timeout, NSEC_PER_USEC) : 0;
-
-	if (!limit_us || mq->stx.una == mq->stx.next_ssn ||
-	    mq->req.head == mq->req.tail)
-		return false;
-	return now - mq->progress_us > limit_us * (qp->attr.retry_cnt + 1);
 }
 
 static void fail_oldest(struct metaroce_soft_qp *sqp, u8 status)
@@ -113,11 +121,17 @@ static enum hrtimer_restart mrs_timer_fn(struct hrtimer *timer)
 {
 	struct mrs_qp *mq = container_of(timer, struct mrs_qp, timer);
 	struct metaroce_soft_qp *sqp = mq->sqp;
-	u64 now = mrs_now_us(), due = 0;
 	bool kick, fail = false;
+	u64 now, due = 0;
 	u32 i;
 
 	spin_lock_bh(&sqp->resp.lock);
+	/*
+	 * The clock is read under the lock: every time the core holds was
+	 * taken under it before, and time going back would wrap the core's
+	 * differences (a retry error, or a huge RTT sample, at once).
+	 */
+	now = mrs_now_us();
 	mrc_conn_tx_timer(&mq->conn, now, &mrs_path_ops, mq);
 	if (retry_exceeded(mq, now)) {
 		fail_oldest(sqp, IB_WC_RETRY_EXC_ERR);
@@ -138,7 +152,9 @@ static enum hrtimer_restart mrs_timer_fn(struct hrtimer *timer)
 	kick = mq->stx.resend_len || mq->blocked;
 	mq->blocked = false;
 	if (mq->rnr_until_us && mq->rnr_until_us <= now) {
+		/* The wait counts as progress: the retry clock starts again. */
 		mq->rnr_until_us = 0;
+		mq->progress_us = now;
 		kick = true;
 	}
 	if (!fail)
@@ -295,15 +311,20 @@ void mrs_qp_reset(struct metaroce_soft_qp *sqp)
 	spin_unlock_bh(&sqp->resp.lock);
 }
 
-/* Whether nothing of ours is in flight on any path. */
+/*
+ * Whether nothing of ours is in flight on any path. Without the lock: a
+ * kernel consumer may post from a completion handler, which runs under it;
+ * a stale answer costs one packet sent from this CPU, or a worker run.
+ */
 bool mrs_quiet(struct metaroce_soft_qp *sqp)
 {
-	bool ret;
+	const struct mrs_qp *mq = sqp->v2;
+	u32 i;
 
-	spin_lock_bh(&sqp->resp.lock);
-	ret = !mrc_conn_tx_in_flight(&sqp->v2->conn);
-	spin_unlock_bh(&sqp->resp.lock);
-	return ret;
+	for (i = 0; i < mq->num_paths; i++)
+		if (READ_ONCE(mq->ptx[i].in_flight))
+			return false;
+	return true;
 }
 
 /* SQD: every work request taken has completed (none is taken in SQD). */
@@ -327,11 +348,15 @@ void mrs_complete(struct metaroce_soft_qp *sqp)
 	struct mrs_qp *mq = sqp->v2;
 	u32 index;
 
+	/*
+	 * A completed work request keeps its MRs until its slot is taken
+	 * again (or flushed): the worker may be building a resend of it
+	 * outside the lock right now.
+	 */
 	while (mrc_req_next_completion(&mq->req, &index)) {
 		struct soft_swqe *swqe = &sqp->req.swqes[index &
 						(qp->sq.num_slots - 1)];
 
-		soft_release_swqe(swqe);
 		if (swqe->status != IB_WC_SUCCESS) {
 			soft_qp_fail(qp);
 			soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,

@@ -82,10 +82,12 @@ static void rx_ack(struct metaroce_soft_qp *sqp, const struct mrc_pkt *pkt)
 {
 	struct mrs_qp *mq = sqp->v2;
 	struct metaroce_dev *mdev = sqp->qp->mdev;
-	u64 now = mrs_now_us(), delivered;
+	u64 now, delivered;
 	bool kick;
 
 	spin_lock_bh(&sqp->resp.lock);
+	/* Under the lock: no time the core holds is later (mrs_timer_fn). */
+	now = mrs_now_us();
 	delivered = mq->stx.delivered;
 	if (mrc_conn_tx_ack(&mq->conn, pkt->hdr.path, &pkt->ack.path, now,
 			    &mrs_path_ops, mq) == MRC_ACK_INVALID) {
@@ -388,13 +390,13 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 	const struct mrc_hdr *h = &rp->pkt.hdr;
 	struct metaroce_qp *qp = sqp->qp;
 	struct mrs_qp *mq = sqp->v2;
-	u64 now = mrs_now_us();
 	enum mrc_rx_ack ack = MRC_RX_DROP;
-	u64 ack_first = 0;
-	bool kick;
+	u64 now, ack_first = 0;
+	bool kick, failing;
 	u32 i;
 
 	spin_lock_bh(&sqp->resp.lock);
+	now = mrs_now_us();
 	if (refusing(mq, h)) {
 		metaroce_count(qp->mdev, RX_REFUSED);
 		goto unlock;
@@ -443,8 +445,15 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 	if (ack == MRC_RX_DROP)
 		metaroce_count(qp->mdev, RX_OUT_OF_WINDOW);
 	complete_recvs(sqp);
+	failing = mq->failing;
 	mrs_check_refusal(mq);
 	mrs_run_requests(mq);
+	/*
+	 * An error NAK now queued fails the QP once sent, and its timer with
+	 * it: what came before is acknowledged now, not by a delayed ACK.
+	 */
+	if (mq->failing && !failing)
+		ack_first = paths_unacked(mq);
 	mrs_complete(sqp);
 unlock:
 	kick = mrs_response_waiting(mq) || mq->stx.resend_len ||

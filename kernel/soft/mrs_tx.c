@@ -81,6 +81,9 @@ static bool fetch_wqe(struct metaroce_soft_qp *sqp)
 	}
 	swqe = &sqp->req.swqes[index & (qp->sq.num_slots - 1)];
 	op = swqe->local ? 0 : wr_op(swqe);
+	/* The first work request after none: the retry clock starts. */
+	if (mq->req.head == mq->req.tail)
+		mq->progress_us = mrs_now_us();
 	if (!mrc_req_post(&mq->req, op, swqe->length,
 			  swqe->wqe.flags & METAROCE_WQE_FENCE ?
 			  MRC_WR_FENCE : 0, &wr))
@@ -218,6 +221,7 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 		if (now < mq->rnr_until_us)
 			return TX_BLOCKED;
 		mq->rnr_until_us = 0;
+		mq->progress_us = now;
 	}
 	for (;;) {
 		if (mrc_stream_tx_next_resend(&mq->stx, &ssn, &lost_path)) {
