@@ -183,6 +183,38 @@ bad_op:
 }
 
 /*
+ * The QP is in the error state: completes every send WQE taken and not
+ * completed (a failed one with its status, the rest with a flush error),
+ * then everything still in the ring, which was never looked at. Under the
+ * engine's send-side lock.
+ */
+void soft_flush_send_queue(struct metaroce_soft_qp *sqp)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	const struct metaroce_send_wqe *wqe;
+	u32 avail;
+
+	while (qp->sq.own_index != sqp->req.fetch_index) {
+		struct soft_swqe *swqe = &sqp->req.swqes[qp->sq.own_index &
+						(qp->sq.num_slots - 1)];
+
+		soft_release_swqe(swqe);
+		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
+			       swqe->status ?: IB_WC_WR_FLUSH_ERR, 0, true);
+	}
+	avail = metaroce_queue_available(&qp->sq);
+	while (avail--) {
+		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
+		/* Read before the slot is handed back. */
+		soft_sq_retire(qp, READ_ONCE(wqe->wr_id),
+			       READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0,
+			       true);
+	}
+	sqp->req.fetch_index = qp->sq.own_index;
+	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 1);
+}
+
+/*
  * Carries out a local operation (REG_MR, LOCAL_INV, BIND_MW) of an SQ; a
  * failure leaves its status, which fails the QP when it completes.
  */

@@ -813,33 +813,12 @@ enum soft_tx_result soft_req_transmit(struct metaroce_soft_qp *sqp,
  */
 void soft_req_flush(struct metaroce_soft_qp *sqp)
 {
-	struct metaroce_qp *qp = sqp->qp;
 	struct soft_req *req = &sqp->req;
-	const struct metaroce_send_wqe *wqe;
-	u32 avail;
 
 	spin_lock_bh(&req->lock);
 	hrtimer_try_to_cancel(&req->timer);
-	while (qp->sq.own_index != req->fetch_index) {
-		struct soft_swqe *swqe = &req->swqes[sq_slot(qp,
-						qp->sq.own_index)];
-
-		soft_release_swqe(swqe);
-		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
-			       swqe->status ?: IB_WC_WR_FLUSH_ERR, 0, true);
-	}
-	/* What was posted after the failure never got looked at. */
-	avail = metaroce_queue_available(&qp->sq);
-	while (avail--) {
-		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
-		/* Read before the slot is handed back. */
-		soft_sq_retire(qp, READ_ONCE(wqe->wr_id),
-			       READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0,
-			       true);
-	}
-	req->fetch_index = qp->sq.own_index;
-	req->send_index = qp->sq.own_index;
+	soft_flush_send_queue(sqp);
+	req->send_index = sqp->qp->sq.own_index;
 	req_start(req, req->psn_next);
-	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 1);
 	spin_unlock_bh(&req->lock);
 }

@@ -220,11 +220,6 @@ static void refuse(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt,
 		metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
 }
 
-static bool qp_allows(const struct metaroce_qp *qp, int access)
-{
-	return (qp->attr.qp_access_flags & access) == access;
-}
-
 /*
  * Checks a data packet against the QP's path MTU: all packets of a message
  * but the last carry exactly one MTU of payload.
@@ -263,11 +258,11 @@ static enum rx_verdict rx_write(struct metaroce_soft_qp *sqp,
 	 * IBA C9-88: a zero-length WRITE names no memory, so its R_Key and
 	 * address are not checked (UCX flushes with 0 bytes to R_Key 0).
 	 */
-	if (!pkt->payload_len && qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
+	if (!pkt->payload_len && soft_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
 		return RX_PLACED;
 	mr = metaroce_rkey_get(qp, pkt->deth.key, pkt->deth.addr,
 			       pkt->payload_len, IB_ACCESS_REMOTE_WRITE);
-	ok = mr && qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
+	ok = mr && soft_qp_allows(qp, IB_ACCESS_REMOTE_WRITE) &&
 	     !metaroce_mr_copy_from_skb(mr, pkt->deth.key, pkt->deth.addr,
 					pkt->skb, pkt->payload_offset,
 					pkt->payload_len);
@@ -518,7 +513,8 @@ static enum rx_verdict rx_read_req(struct metaroce_soft_qp *sqp,
 	if (pkt->rreq.len)
 		mr = metaroce_rkey_get(qp, pkt->rreq.rkey, pkt->rreq.va,
 				       pkt->rreq.len, IB_ACCESS_REMOTE_READ);
-	if ((pkt->rreq.len && !mr) || !qp_allows(qp, IB_ACCESS_REMOTE_READ)) {
+	if ((pkt->rreq.len && !mr) ||
+	    !soft_qp_allows(qp, IB_ACCESS_REMOTE_READ)) {
 		if (mr)
 			metaroce_mr_put(mr);
 		if (duplicate)

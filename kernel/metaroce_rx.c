@@ -104,12 +104,6 @@ static bool zero_fields_clear(const struct soft_pkt_info *pkt)
 	       !pkt->deth.imm;
 }
 
-/* IPv4 UDP may omit its checksum; MetaRoCE may not (protocol.md 1). */
-static bool udp_checksum_present(const struct sk_buff *skb)
-{
-	return skb->protocol != htons(ETH_P_IP) || udp_hdr(skb)->check;
-}
-
 static void parse_deth(struct soft_pkt_info *pkt, const struct metaroce_deth *d)
 {
 	pkt->deth.addr = be64_to_cpu(d->addr);
@@ -253,7 +247,8 @@ static bool parse_packet(struct metaroce_dev *mdev, struct sk_buff *skb,
 	union ext_hdr ext;
 	int ext_len;
 
-	if (skb->len < off + METAROCE_BTH_LEN || !udp_checksum_present(skb) ||
+	if (skb->len < off + METAROCE_BTH_LEN ||
+	    !soft_udp_checksum_present(skb) ||
 	    skb_copy_bits(skb, off, &bth, sizeof(bth)))
 		goto malformed;
 	if ((bth.version >> 4) != METAROCE_VERSION) {

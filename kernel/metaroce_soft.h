@@ -9,6 +9,7 @@
 
 #include <linux/hrtimer.h>
 #include <linux/workqueue.h>
+#include <linux/udp.h>
 #include <net/dst_cache.h>
 
 #include "metaroce.h"
@@ -344,6 +345,17 @@ struct soft_pkt_info {
 	u8 smac[ETH_ALEN];
 };
 
+static inline bool soft_qp_allows(const struct metaroce_qp *qp, int access)
+{
+	return (qp->attr.qp_access_flags & access) == access;
+}
+
+/* IPv4 UDP may omit its checksum; MetaRoCE may not (protocol.md 1). */
+static inline bool soft_udp_checksum_present(const struct sk_buff *skb)
+{
+	return skb->protocol != htons(ETH_P_IP) || udp_hdr(skb)->check;
+}
+
 static inline bool soft_op_is_atomic(u8 opcode)
 {
 	return opcode == METAROCE_OP_ATOMIC_CMP_SWP ||
@@ -393,6 +405,7 @@ void soft_qp_fail(struct metaroce_qp *qp);
 int soft_fetch_send_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_local_op(struct metaroce_soft_qp *sqp, struct soft_swqe *swqe);
 void soft_release_swqe(struct soft_swqe *swqe);
+void soft_flush_send_queue(struct metaroce_soft_qp *sqp);
 int soft_take_recv_wqe(struct metaroce_soft_qp *sqp, u32 index);
 void soft_release_rwqe(struct soft_rwqe *rwqe);
 void soft_srq_fetch(struct metaroce_soft_qp *sqp, u32 need);

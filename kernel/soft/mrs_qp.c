@@ -380,34 +380,13 @@ void mrs_complete(struct metaroce_soft_qp *sqp)
  */
 void mrs_flush(struct metaroce_soft_qp *sqp)
 {
-	struct metaroce_qp *qp = sqp->qp;
 	struct mrs_qp *mq = sqp->v2;
-	const struct metaroce_send_wqe *wqe;
-	u32 avail;
 
 	spin_lock_bh(&sqp->resp.lock);
 	hrtimer_try_to_cancel(&mq->timer);
-	while (qp->sq.own_index != sqp->req.fetch_index) {
-		struct soft_swqe *swqe = &sqp->req.swqes[qp->sq.own_index &
-						(qp->sq.num_slots - 1)];
-
-		soft_release_swqe(swqe);
-		soft_sq_retire(qp, swqe->wqe.wr_id, swqe->wqe.opcode,
-			       swqe->status ?: IB_WC_WR_FLUSH_ERR, 0, true);
-	}
-	/* What was posted after the failure never got looked at. */
-	avail = metaroce_queue_available(&qp->sq);
-	while (avail--) {
-		wqe = metaroce_queue_slot(&qp->sq, qp->sq.own_index);
-		/* Read before the slot is handed back. */
-		soft_sq_retire(qp, READ_ONCE(wqe->wr_id),
-			       READ_ONCE(wqe->opcode), IB_WC_WR_FLUSH_ERR, 0,
-			       true);
-	}
-	sqp->req.fetch_index = qp->sq.own_index;
+	soft_flush_send_queue(sqp);
 	tx_reset(mq);
 	mrs_responses_reset(mq);
-	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 1);
 	spin_unlock_bh(&sqp->resp.lock);
 	soft_resp_flush(sqp);
 }

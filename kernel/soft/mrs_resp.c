@@ -9,11 +9,6 @@
 #include "../metaroce_loc.h"
 #include "mrs.h"
 
-static bool qp_allows(const struct metaroce_qp *qp, int access)
-{
-	return (qp->attr.qp_access_flags & access) == access;
-}
-
 /* The response segment @ssn of our stream is part of, or NULL. */
 struct mrs_response *mrs_response_of(struct mrs_qp *mq, u32 ssn)
 {
@@ -123,8 +118,8 @@ static void run_read(struct mrs_qp *mq, const struct mrs_request *q)
 	struct mrs_response *r;
 
 	/* IBA C9-88: an empty READ names no memory, but needs the right. */
-	if (!qp_allows(qp, IB_ACCESS_REMOTE_READ) || q->len) {
-		if (qp_allows(qp, IB_ACCESS_REMOTE_READ))
+	if (!soft_qp_allows(qp, IB_ACCESS_REMOTE_READ) || q->len) {
+		if (soft_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 			mr = metaroce_rkey_get(qp, q->rkey, q->va, q->len,
 					       IB_ACCESS_REMOTE_READ);
 		if (!mr) {
@@ -151,7 +146,7 @@ static void run_atomic(struct mrs_qp *mq, const struct mrs_request *q)
 
 	if (q->va % MRC_ATOMIC_VALUE_LEN)
 		syndrome = MRC_NAK_INVALID_REQ;
-	else if (qp_allows(qp, IB_ACCESS_REMOTE_ATOMIC))
+	else if (soft_qp_allows(qp, IB_ACCESS_REMOTE_ATOMIC))
 		mr = metaroce_rkey_get(qp, q->rkey, q->va,
 				       MRC_ATOMIC_VALUE_LEN,
 				       IB_ACCESS_REMOTE_ATOMIC);

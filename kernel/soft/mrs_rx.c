@@ -39,12 +39,6 @@ struct mrs_rx_pkt {
 	bool ce;
 };
 
-/* IPv4 UDP may omit its checksum; MetaRoCE may not. */
-static bool udp_checksum_present(const struct sk_buff *skb)
-{
-	return skb->protocol != htons(ETH_P_IP) || udp_hdr(skb)->check;
-}
-
 static bool from_peer(const struct metaroce_qp *qp, const struct sk_buff *skb,
 		      bool *ce)
 {
@@ -119,11 +113,6 @@ static bool fits_mtu(const struct metaroce_qp *qp, const struct mrc_hdr *h,
 	return h->offset + len == h->msg_len || len == qp->mtu;
 }
 
-static bool qp_allows(const struct metaroce_qp *qp, int access)
-{
-	return (qp->attr.qp_access_flags & access) == access;
-}
-
 static enum mrs_take place_write(struct metaroce_soft_qp *sqp,
 				 const struct mrs_rx_pkt *rp)
 {
@@ -133,7 +122,7 @@ static enum mrs_take place_write(struct metaroce_soft_qp *sqp,
 	struct metaroce_mr *mr;
 	bool ok;
 
-	if (!qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
+	if (!soft_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
 		goto refused;
 	/* IBA C9-88: a zero-length WRITE names no memory. */
 	if (!pkt->payload_len)
@@ -531,7 +520,7 @@ void mrs_rx(struct metaroce_dev *mdev, struct sk_buff *skb)
 
 	metaroce_count(mdev, RX_PACKETS);
 	metaroce_count_add(mdev, RX_BYTES, skb->len);
-	if (skb->len < off || !udp_checksum_present(skb) ||
+	if (skb->len < off || !soft_udp_checksum_present(skb) ||
 	    !pskb_may_pull(skb, min_t(u32, skb->len, off + MRC_MAX_HDRS_LEN))) {
 		metaroce_count(mdev, RX_MALFORMED);
 		goto out;
