@@ -70,6 +70,7 @@ struct mrs_qp {
 	struct mrs_dst *dst;
 	/* The peer's paths, as many as it may use, whatever our own number. */
 	struct mrc_path_rx *prx;	/* MRC_MAX_PATHS */
+	unsigned long ack_due;		/* peer paths with a delayed ACK */
 	/* Our stream: our requests' segments; the peer's, as it arrives. */
 	struct mrc_stream_tx stx;
 	struct mrc_stream_rx srx;

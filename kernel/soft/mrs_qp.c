@@ -79,11 +79,12 @@ static bool retry_exceeded(const struct mrs_qp *mq, u64 now)
 void mrs_arm_timer(struct mrs_qp *mq)
 {
 	u64 next = mrc_conn_tx_deadline(&mq->conn), t;
-	u32 i;
+	unsigned long i;
 
-	for (i = 0; i < MRC_MAX_PATHS; i++) {
+	/* Per packet: only the paths that owe an ACK, not all 64. */
+	for_each_set_bit(i, &mq->ack_due, MRC_MAX_PATHS) {
 		t = mq->prx[i].ack_due_us;
-		if (t && t < next)
+		if (t < next)
 			next = t;
 	}
 	if (mq->blocked) {
@@ -121,9 +122,9 @@ static enum hrtimer_restart mrs_timer_fn(struct hrtimer *timer)
 {
 	struct mrs_qp *mq = container_of(timer, struct mrs_qp, timer);
 	struct metaroce_soft_qp *sqp = mq->sqp;
+	unsigned long due = 0, i;
 	bool kick, fail = false;
-	u64 now, due = 0;
-	u32 i;
+	u64 now;
 
 	spin_lock_bh(&sqp->resp.lock);
 	/*
@@ -138,12 +139,12 @@ static enum hrtimer_restart mrs_timer_fn(struct hrtimer *timer)
 		metaroce_count(sqp->qp->mdev, RETRY_EXCEEDED);
 		fail = true;
 	}
-	for (i = 0; i < MRC_MAX_PATHS; i++) {
-		if (mq->prx[i].ack_due_us && mq->prx[i].ack_due_us <= now) {
-			mq->prx[i].ack_due_us = 0;
-			due |= BIT_ULL(i);
-		}
+	for_each_set_bit(i, &mq->ack_due, MRC_MAX_PATHS) {
+		if (mq->prx[i].ack_due_us <= now)
+			due |= BIT(i);
 	}
+	/* Sent below, after the lock: not armed for again meanwhile. */
+	mq->ack_due &= ~due;
 	/*
 	 * The worker looks again, and says again whether it is blocked: a
 	 * probe time left armed until it runs would fire the timer in a loop
@@ -163,9 +164,8 @@ static enum hrtimer_restart mrs_timer_fn(struct hrtimer *timer)
 
 	if (fail)
 		soft_qp_fail(sqp->qp);
-	for (i = 0; i < MRC_MAX_PATHS; i++)
-		if (due & BIT_ULL(i))
-			mrs_send_ack(sqp, i);
+	for_each_set_bit(i, &due, MRC_MAX_PATHS)
+		mrs_send_ack(sqp, i);
 	if (kick)
 		soft_schedule_tx(sqp);
 	return HRTIMER_NORESTART;
@@ -248,6 +248,7 @@ static void rx_reset(struct mrs_qp *mq)
 
 	for (i = 0; i < MRC_MAX_PATHS; i++)
 		mrc_path_rx_init(&mq->prx[i], 0);
+	mq->ack_due = 0;
 	mrc_stream_rx_init(&mq->srx, qp->attr.rq_psn, 0,
 			   qp->attr.max_dest_rd_atomic);
 	mrs_responses_reset(mq);

@@ -433,6 +433,8 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 				 h->flags & MRC_F_ACK_REQ, now);
 	if (ack == MRC_RX_DROP)
 		metaroce_count(qp->mdev, RX_OUT_OF_WINDOW);
+	else if (ack == MRC_RX_ACK_LATER)
+		mq->ack_due |= BIT(h->path);
 	complete_recvs(sqp);
 	failing = mq->failing;
 	mrs_check_refusal(mq);

@@ -470,6 +470,7 @@ void mrs_send_ack(struct metaroce_soft_qp *sqp, u32 path)
 	pkt.hdr.conn = qp->attr.dest_qp_num;
 	spin_lock_bh(&sqp->resp.lock);
 	mrc_path_rx_ack(&mq->prx[path], &pkt.ack.path, now);
+	mq->ack_due &= ~BIT(path);
 	entropy = mq->ptx[path % mq->num_paths].entropy;
 	spin_unlock_bh(&sqp->resp.lock);
 	fair_share(qp, now, &pkt.ack);
