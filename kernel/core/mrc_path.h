@@ -112,6 +112,7 @@ struct mrc_path_tx {
 	u8 repath_wanted;	/* enum mrc_repath: mrc_conn_tx acts on it */
 
 	u64 sent_packets, acked, lost, spurious, marked, failures, repaths;
+	u64 refused;		/* handed back by mrc_path_tx_refused() */
 };
 
 /* Where a path's acknowledgements and losses go: the stream layer. */
@@ -138,5 +139,8 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 		       const struct mrc_path_ops *ops, void *ctx);
 u32 mrc_path_tx_pto(const struct mrc_path_tx *tx);
 void mrc_path_tx_new_route(struct mrc_path_tx *tx, u16 entropy);
+void mrc_path_tx_refused(struct mrc_path_tx *tx,
+			 bool (*refused)(void *ctx, u64 cookie),
+			 const struct mrc_path_ops *ops, void *ctx);
 
 #endif /* MRC_PATH_H */

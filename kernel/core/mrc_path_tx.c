@@ -148,7 +148,7 @@ static void rtt_sample(struct mrc_path_tx *tx, u64 sample, u32 ack_delay)
 static void judge_route(struct mrc_path_tx *tx)
 {
 	u32 total = tx->window_acked + tx->window_lost;
-	bool lossy = 4 * tx->window_lost >= total;
+	bool lossy = total && 4 * tx->window_lost >= total;
 	bool marked = tx->window_acked &&
 		      4 * tx->window_ce >= 3 * tx->window_acked;
 
@@ -238,6 +238,19 @@ static bool arrived_after_all(const struct mrc_path_tx *tx,
 	       mrc_seq_diff(seq, tx->floor_sent) >= 0;
 }
 
+/*
+ * The newest sequence shown to have arrived, a spurious loss's included
+ * (Appendix A): the gap rule counts from it.
+ */
+static void note_arrival(struct mrc_path_tx *tx, u32 seq)
+{
+	if (tx->any_acked && mrc_seq_diff(seq, tx->newest_acked) <= 0)
+		return;
+	tx->newest_acked = seq;
+	tx->newest_route = slot(tx, seq)->route;
+	tx->any_acked = true;
+}
+
 /* An ACK may name only what was sent: anything else is forged or broken. */
 static bool ack_valid(const struct mrc_path_tx *tx,
 		      const struct mrc_path_ack *ack)
@@ -296,7 +309,11 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 			tx->spurious++;
 			/* a probe that arrived late still shows the path works */
 			probe_arrived |= s->probe;
+			note_arrival(tx, seq);
 			ops->acked(ctx, s->cookie);
+			/* the newest named, but no sample: not in flight */
+			newest = seq;
+			newest_new = false;
 			continue;
 		}
 		if (mrc_seq_diff(seq, tx->una) < 0)
@@ -309,6 +326,7 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 			tx->acked++;
 			newly++;
 			newest_new = true;
+			note_arrival(tx, seq);
 			ops->acked(ctx, s->cookie);
 		}
 	}
@@ -326,11 +344,6 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 	if (newest_new)
 		rtt_sample(tx, now - slot(tx, newest)->sent_us,
 			   ack->ack_delay_us);
-	if (!tx->any_acked || mrc_seq_diff(newest, tx->newest_acked) > 0) {
-		tx->newest_acked = newest;
-		tx->newest_route = slot(tx, newest)->route;
-	}
-	tx->any_acked = true;
 	/*
 	 * The path is alive: its PTO counts from here too. A burst that
 	 * fills the window leaves a queue longer than a PTO of the RTT
@@ -348,6 +361,32 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 	advance_una(tx);
 	end_window(tx);
 	return MRC_ACK_OK;
+}
+
+/*
+ * The peer refused what @refused names (an RNR NAK, section 9.2): those in
+ * flight are handed back at once, to go again after the peer's RNR timer.
+ * They were not lost on the path, so neither its window judgement nor its
+ * probe timeout counts them.
+ */
+void mrc_path_tx_refused(struct mrc_path_tx *tx,
+			 bool (*refused)(void *ctx, u64 cookie),
+			 const struct mrc_path_ops *ops, void *ctx)
+{
+	u32 seq;
+
+	for (seq = tx->una; seq != tx->next_seq; seq++) {
+		struct mrc_sent *s = slot(tx, seq);
+
+		if (s->state != MRC_SENT_OUT || !refused(ctx, s->cookie))
+			continue;
+		s->state = MRC_SENT_LOST;
+		tx->in_flight--;
+		tx->refused++;
+		ops->lost(ctx, s->cookie);
+	}
+	advance_una(tx);
+	end_window(tx);
 }
 
 /*

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -33,6 +34,7 @@ struct Schedule {
     uint32_t segments = 3000, streams = 3;
     u64 service_us = 0;  // every path its own link: one packet per service_us; 0: unshaped
     u64 mark_at = 20, buffer = 200;
+    double refuse = 0;  // the receiver refuses a segment (an RNR NAK, section 9.2)
 };
 
 struct Events {
@@ -42,6 +44,14 @@ struct Events {
 void c_acked(void *ctx, u64 cookie) { static_cast<Events *>(ctx)->acked.push_back(cookie); }
 void c_lost(void *ctx, u64 cookie) { static_cast<Events *>(ctx)->lost.push_back(cookie); }
 const mrc_path_ops kOps = {c_acked, c_lost};
+
+// The core hands one context to the refusal test and to the events: the events come first.
+struct RefusalEvents : Events {
+    std::function<bool(uint64_t)> refused;
+    static bool call(void *ctx, u64 cookie) {
+        return static_cast<RefusalEvents *>(static_cast<Events *>(ctx))->refused(cookie);
+    }
+};
 
 std::string list(const std::vector<uint64_t> &v) {
     std::ostringstream o;
@@ -78,6 +88,7 @@ class Differential {
             now = std::max(now, next);
             for (size_t p = 0; p < paths_.size() && diverged_.empty(); p++) step(p, now);
             for (size_t p = 0; p < paths_.size() && diverged_.empty(); p++) timers(p, now);
+            refusals(now);
             compare_state(now);
         }
         end_us_ = now;
@@ -86,7 +97,7 @@ class Differential {
 
     // What the run exercised, so a test can tell agreement from having done nothing.
     struct Totals {
-        u64 lost = 0, spurious = 0, failures = 0, repaths = 0, marked = 0;
+        u64 lost = 0, spurious = 0, failures = 0, repaths = 0, marked = 0, refused = 0;
     };
     Totals totals() const {
         Totals t;
@@ -96,6 +107,7 @@ class Differential {
             t.failures += p.ctx.failures;
             t.repaths += p.ctx.repaths;
             t.marked += p.ctx.marked;
+            t.refused += p.ctx.refused;
         }
         return t;
     }
@@ -135,6 +147,11 @@ class Differential {
     struct Tx {
         uint32_t stream, ssn;
         size_t path;
+    };
+    // An RNR NAK on its way back: the sender hands back the stream's segments from ssn on.
+    struct Refusal {
+        u64 at;
+        uint32_t stream, ssn;
     };
 
     void diverge(u64 now, const std::string &what) {
@@ -185,6 +202,7 @@ class Differential {
             if (!p.data.empty()) next = std::min(next, p.data.front().at);
             if (!p.acks.empty()) next = std::min(next, p.acks.front().at);
         }
+        if (!refusals_.empty()) next = std::min(next, refusals_.front().at);
         (void)now;
         return next;
     }
@@ -303,6 +321,12 @@ class Differential {
 
     void receive(size_t p, const Packet &pk, u64 now) {
         Path &path = paths_[p];
+        if (std::uniform_real_distribution<>(0, 1)(rng_) < s_.refuse) {
+            // Refused: recorded in neither map, and an RNR NAK goes back (section 8.1).
+            const Tx &t = txs_[pk.tx];
+            refusals_.push_back({now + s_.delay_us[p] + 1, t.stream, t.ssn});
+            return;
+        }
         auto c = mrc_path_rx_packet(&path.crx, pk.seq, pk.floor, pk.ce, false, now);
         auto mv = path.mrx.on_packet(pk.seq, pk.floor, pk.ce, false, now);
         int mi = mv == m::RxAck::Later ? MRC_RX_ACK_LATER
@@ -423,6 +447,27 @@ class Differential {
         apply(now, ce, me, "on timer");
     }
 
+    // An RNR NAK arrives: every path hands back what it has in flight of the stream from the
+    // refused segment on, in both implementations alike.
+    void refusals(u64 now) {
+        while (!refusals_.empty() && refusals_.front().at <= now && diverged_.empty()) {
+            Refusal r = refusals_.front();
+            refusals_.pop_front();
+            auto refused = [&](u64 id) {
+                const Tx &t = txs_[id];
+                return t.stream == r.stream && mrc_seq_diff(t.ssn, r.ssn) >= 0;
+            };
+            for (Path &path : paths_) {
+                RefusalEvents ce{{}, refused};
+                m::PathEvents me;
+                mrc_path_tx_refused(&path.ctx, RefusalEvents::call, &kOps,
+                                    static_cast<Events *>(&ce));
+                path.mtx.on_refused(refused, me);
+                apply(now, ce, me, "on refusal");
+            }
+        }
+    }
+
     void compare_state(u64 now) {
         for (size_t p = 0; p < paths_.size() && diverged_.empty(); p++) {
             const mrc_path_tx &c = paths_[p].ctx;
@@ -441,6 +486,7 @@ class Differential {
                 !same(now, "entropy", c.entropy, ms.entropy(), on) ||
                 !same(now, "lost", c.lost, ms.lost(), on) ||
                 !same(now, "spurious", c.spurious, ms.spurious(), on) ||
+                !same(now, "refused", c.refused, ms.refused(), on) ||
                 !same(now, "failures", c.failures, ms.failures(), on))
                 return;
         }
@@ -458,6 +504,7 @@ class Differential {
     std::deque<Path> paths_;  // deque: the model's objects stay put
     std::deque<Stream> streams_;
     std::vector<Tx> txs_;
+    std::deque<Refusal> refusals_;
     size_t rr_path_ = 0;
     uint32_t rr_stream_ = 0;
     std::string diverged_;
@@ -476,6 +523,7 @@ Differential::Totals expect_agreement(const Schedule &s, uint32_t seeds, const c
         sum.failures += t.failures;
         sum.repaths += t.repaths;
         sum.marked += t.marked;
+        sum.refused += t.refused;
     }
     return sum;
 }
@@ -499,6 +547,15 @@ TEST(Differential, RandomLossDuplicationAndAckLoss) {
         if (loss >= 0.2) {
             EXPECT_GT(t.failures + t.spurious, 0u) << "loss " << loss;
         }
+    }
+}
+
+TEST(Differential, RefusalsHandBackWhatFollowsThem) {
+    for (double refuse : {0.005, 0.05}) {
+        Schedule s;
+        s.refuse = refuse;
+        s.loss = 0.01;
+        EXPECT_GT(expect_agreement(s, 20, "refusals").refused, 0u) << "refuse " << refuse;
     }
 }
 

@@ -204,6 +204,29 @@ TEST_F(PathTest, ALossThatArrivesAfterAllIsCountedSpurious) {
     EXPECT_EQ(ev.acked.back(), 0u);
 }
 
+bool cookie_at_least_2(void *, u64 cookie) { return cookie >= 2; }
+
+TEST_F(PathTest, ARefusalHandsBackWhatItNamesAndIsNoPathLoss) {
+    for (int i = 0; i < 5; i++) send(i, 0);
+    arrive(1000, 10);
+    ack(10);
+    mrc_path_tx_refused(&tx, cookie_at_least_2, &kOps, &ev);
+    EXPECT_EQ(ev.lost, (std::vector<uint64_t>{2, 3, 4}));  // in flight and named, in order
+    EXPECT_EQ(tx.in_flight, 1u);                           // cookie 1 is still on its way
+    EXPECT_EQ(tx.una, 1001u);
+    EXPECT_EQ(tx.refused, 3u);
+    EXPECT_EQ(tx.lost, 0u);         // the path lost nothing
+    EXPECT_EQ(tx.window_lost, 0u);  // nor does its window judgement count them
+    // What was handed back is not lost again by a later gap.
+    for (int i = 5; i < 9; i++) arrive(send(i, 20), 30);
+    arrive(1001, 30);
+    ack(30);
+    EXPECT_EQ(ev.lost, (std::vector<uint64_t>{2, 3, 4}));
+    EXPECT_EQ(tx.in_flight, 0u);
+    EXPECT_EQ(tx.una, tx.next_seq);
+    EXPECT_EQ(mrc_path_tx_deadline(&tx), ~0ULL);  // nothing in flight: no probe timeout
+}
+
 TEST_F(PathTest, SlotsFollowTheSequenceAcrossAnyNumberOfWraps) {
     // The oldest slot trails the next sequence by the map, so after 2^32 sends (next_seq back
     // at the first sequence) the slots in flight are still the ones an ACK is read against.

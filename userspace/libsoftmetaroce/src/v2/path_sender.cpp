@@ -246,6 +246,19 @@ void PathSender::move_route(uint16_t entropy) {
     repath_ = Repath::None;
 }
 
+void PathSender::on_refused(const std::function<bool(uint64_t)>& refused, PathEvents& ev) {
+    for (uint32_t seq = floor_; seq != next_; ++seq) {
+        Record& r = at(seq);
+        if (r.state != Tx::InFlight || !refused(r.cookie)) continue;
+        r.state = Tx::Lost;
+        --in_flight_;
+        ++refused_;
+        ev.lost.push_back(r.cookie);
+    }
+    advance_floor();
+    check_window_end();
+}
+
 void PathSender::new_route(uint16_t entropy) {
     move_route(entropy);
     ++repaths_;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "softmetaroce/v2/path_ack.h"
@@ -41,6 +42,10 @@ class PathSender {
     uint64_t retry_at() const;
     // new_entropy is the route the path takes if this call fails it or loses its probe.
     void on_timer(uint64_t now_us, uint16_t new_entropy, PathEvents& ev);
+    // Section 9.2: the peer refused what refused(cookie) names (an RNR NAK). Those in flight are
+    // handed back at once (as lost in ev) to go again after the peer's RNR timer; they were not
+    // lost on the path, so neither the window judgement nor the probe timeout counts them.
+    void on_refused(const std::function<bool(uint64_t)>& refused, PathEvents& ev);
     // The connection acting on repath_wanted(): the sequence goes on over a new route.
     void new_route(uint16_t entropy);
     Repath repath_wanted() const { return repath_; }
@@ -67,6 +72,7 @@ class PathSender {
     uint64_t acked() const { return acked_; }        // in flight, then acknowledged
     uint64_t lost() const { return lost_; }          // declared lost (spurious ones included)
     uint64_t spurious() const { return spurious_; }  // declared lost, then shown arrived
+    uint64_t refused() const { return refused_; }    // handed back by on_refused
     uint64_t failures() const { return failures_; }
     uint64_t repaths() const { return repaths_; }  // new_route calls
     uint64_t routes() const { return routes_; }    // every move: failures, lost probes, repaths
@@ -128,7 +134,7 @@ class PathSender {
     Repath repath_ = Repath::None;
 
     uint64_t sent_ = 0, acked_ = 0, lost_ = 0, spurious_ = 0, failures_ = 0, repaths_ = 0;
-    uint64_t routes_ = 0, invalid_acks_ = 0;
+    uint64_t routes_ = 0, invalid_acks_ = 0, refused_ = 0;
 };
 
 }  // namespace softmetaroce::v2
