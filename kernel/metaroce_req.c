@@ -132,7 +132,8 @@ bool soft_req_drained(struct metaroce_soft_qp *sqp)
 
 /*
  * In SQD, once drained: the affiliated event, once per entry to SQD, if
- * the QP asked for it. Called under the requester lock.
+ * the QP asked for it. Called under the lock of the sending half: v1's
+ * requester lock, v2's QP lock (mrs_enter_sqd()).
  */
 void soft_req_notify_drained(struct metaroce_soft_qp *sqp)
 {

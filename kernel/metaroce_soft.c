@@ -231,6 +231,10 @@ static int soft_qp_state_changed(struct metaroce_qp *qp, enum ib_qp_state old,
 		soft_schedule_tx(sqp);
 		break;
 	case IB_QPS_SQD:
+		if (sqp->v2) {
+			mrs_enter_sqd(sqp);
+			break;
+		}
 		spin_lock_bh(&sqp->req.lock);
 		sqp->req.sq_drained_sent = false;
 		soft_req_notify_drained(sqp);

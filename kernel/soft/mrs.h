@@ -90,11 +90,17 @@ struct mrs_qp {
 	u32 nak_ssn;
 	/* The peer said RNR: nothing is sent again until then. */
 	u64 rnr_until_us;
+	u32 rnr_ssn;			/* refused from: mrs_rx.c's predicate */
 	u32 rnr_retries;		/* for the oldest work request */
 	u64 progress_us;		/* last delivery, or first send after */
 	bool blocked;			/* data waits for a path's room */
 	bool stalled;			/* the last run stopped with work left */
 	bool refused;			/* a refusal failed the QP: NAK due */
+	/*
+	 * The sending half was reset for RTS: the state is published before
+	 * the reset runs, and nothing may be taken from the SQ in between.
+	 */
+	bool tx_ready;
 	struct hrtimer timer;		/* PTOs, delayed ACKs, failed paths */
 };
 
@@ -115,6 +121,7 @@ void mrs_qp_quiesce(struct metaroce_soft_qp *sqp);
 void mrs_qp_reset(struct metaroce_soft_qp *sqp);
 void mrs_arm_timer(struct mrs_qp *mq);
 bool mrs_sq_drained(struct metaroce_soft_qp *sqp);
+void mrs_enter_sqd(struct metaroce_soft_qp *sqp);
 bool mrs_quiet(struct metaroce_soft_qp *sqp);
 void mrs_complete(struct metaroce_soft_qp *sqp);
 void mrs_flush(struct metaroce_soft_qp *sqp);

@@ -15,14 +15,14 @@ static void show_paths(struct seq_file *m, const struct mrs_qp *mq)
 	for (i = 0; i < mq->num_paths; i++) {
 		const struct mrc_path_tx *p = &mq->ptx[i];
 
-		seq_printf(m, "  path %u: sport %u %s next %u una %u out %u cwnd %u.%02u srtt %uus min %uus ptos %u sent %llu acked %llu lost %llu spurious %llu marked %llu failures %llu repaths %llu\n",
+		seq_printf(m, "  path %u: sport %u %s next %u una %u out %u cwnd %u.%02u srtt %uus min %uus ptos %u sent %llu acked %llu lost %llu spurious %llu refused %llu marked %llu failures %llu repaths %llu\n",
 			   i, MRC_ENTROPY_BASE | p->entropy,
 			   p->state == MRC_PATH_ACTIVE ? "active" : "failed",
 			   p->next_seq, p->una, p->in_flight,
 			   p->cwnd / MRC_CWND_ONE,
 			   (p->cwnd % MRC_CWND_ONE) * 100 / MRC_CWND_ONE,
 			   p->srtt_us, p->min_rtt_us, p->ptos, p->sent_packets,
-			   p->acked, p->lost, p->spurious, p->marked,
+			   p->acked, p->lost, p->spurious, p->refused, p->marked,
 			   p->failures, p->repaths);
 	}
 	for (i = 0; i < MRC_MAX_PATHS; i++) {

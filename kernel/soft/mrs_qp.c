@@ -256,7 +256,7 @@ static void rx_reset(struct mrs_qp *mq)
 }
 
 /* The sending half: paths, our stream, the requester. */
-static void tx_reset(struct mrs_qp *mq)
+static void tx_reset(struct mrs_qp *mq, bool ready)
 {
 	struct metaroce_qp *qp = mq->sqp->qp;
 	u32 cwnd = max_t(u32, MRS_MIN_INITIAL_CWND,
@@ -281,6 +281,7 @@ static void tx_reset(struct mrs_qp *mq)
 	mq->blocked = false;
 	mq->rnr_until_us = 0;
 	mq->rnr_retries = 0;
+	mq->tx_ready = ready;
 }
 
 /*
@@ -308,7 +309,7 @@ void mrs_qp_reset(struct metaroce_soft_qp *sqp)
 	}
 	if (state != IB_QPS_RTS)
 		rx_reset(mq);
-	tx_reset(mq);
+	tx_reset(mq, state == IB_QPS_RTS);
 	spin_unlock_bh(&sqp->resp.lock);
 }
 
@@ -337,6 +338,19 @@ bool mrs_sq_drained(struct metaroce_soft_qp *sqp)
 	ret = sqp->v2->req.head == sqp->req.fetch_index;
 	spin_unlock_bh(&sqp->resp.lock);
 	return ret;
+}
+
+/*
+ * Entry to SQD: the drained event is due again, at once if every work
+ * request taken has completed. Under the lock mrs_complete() holds.
+ */
+void mrs_enter_sqd(struct metaroce_soft_qp *sqp)
+{
+	spin_lock_bh(&sqp->resp.lock);
+	sqp->req.sq_drained_sent = false;
+	if (sqp->v2->req.head == sqp->req.fetch_index)
+		soft_req_notify_drained(sqp);
+	spin_unlock_bh(&sqp->resp.lock);
 }
 
 /*
@@ -386,7 +400,7 @@ void mrs_flush(struct metaroce_soft_qp *sqp)
 	spin_lock_bh(&sqp->resp.lock);
 	hrtimer_try_to_cancel(&mq->timer);
 	soft_flush_send_queue(sqp);
-	tx_reset(mq);
+	tx_reset(mq, false);
 	mrs_responses_reset(mq);
 	spin_unlock_bh(&sqp->resp.lock);
 	soft_resp_flush(sqp);

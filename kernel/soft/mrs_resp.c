@@ -67,13 +67,20 @@ static struct mrs_response *new_response(struct mrs_qp *mq, u8 op,
 
 /*
  * Queues a NAK of segment @ssn; an error NAK (@fail_after) fails the QP
- * once it is sent, and nothing more of the peer's is taken meanwhile.
+ * once it is sent, and nothing more of the peer's is taken meanwhile. The
+ * last free response is kept for an error NAK (requests leave it too): an
+ * RNR NAK that finds no other is not queued, and goes when the refused
+ * segment is resent, as it is refused at the same point again.
  */
 bool mrs_queue_nak(struct mrs_qp *mq, u8 syndrome, u8 arg, u32 ssn,
 		   bool fail_after)
 {
-	struct mrs_response *r = new_response(mq, MRC_OP_NAK, ssn, 0);
+	struct mrs_response *r;
 
+	if (!fail_after &&
+	    mq->resp_tail - mq->resp_head >= MRS_MAX_RESPONSES - 1)
+		return false;
+	r = new_response(mq, MRC_OP_NAK, ssn, 0);
 	if (!r)
 		return false;
 	r->nak.syndrome = syndrome;
@@ -238,6 +245,8 @@ bool mrs_next_response(struct mrs_qp *mq, struct mrc_seg_out *out)
 	struct mrs_response *r;
 	u32 ssn, b;
 
+	/* resp_of_ssn holds a response's index in a byte */
+	BUILD_BUG_ON(MRS_MAX_RESPONSES > 256);
 	for (; mq->resp_send != mq->resp_tail; mq->resp_send++) {
 		r = mrs_response_at(mq, mq->resp_send);
 		if (r->opened == r->nsegs)

@@ -225,11 +225,19 @@ static u8 nak_status(u8 syndrome)
 	}
 }
 
+/* The peer refuses the segment its RNR NAK names and every later one. */
+static bool refused_by_rnr(void *ctx, u64 cookie)
+{
+	const struct mrs_qp *mq = ctx;
+
+	return mrc_seq_diff((u32)cookie, mq->rnr_ssn) >= 0;
+}
+
 /*
- * The peer refused a segment of ours (section 9.2). RNR: nothing is sent
- * again for the peer's timer, and the refused segments, lost to the path
- * rules, go again after it, up to rnr_retry times per message. Otherwise
- * the work request fails with the peer's error, in its turn.
+ * The peer refused a segment of ours (section 9.2). RNR: what it refused
+ * is handed back at once, and nothing is sent again for the peer's timer;
+ * then it goes again, up to rnr_retry times per message. Otherwise the
+ * work request fails with the peer's error, in its turn.
  */
 static void take_nak(struct metaroce_soft_qp *sqp, const struct mrc_nak *nak)
 {
@@ -237,13 +245,17 @@ static void take_nak(struct metaroce_soft_qp *sqp, const struct mrc_nak *nak)
 	struct mrs_qp *mq = sqp->v2;
 	struct soft_swqe *swqe;
 	u8 status;
-	u32 wr;
+	u32 wr, i;
 
 	metaroce_count(qp->mdev, RX_NAKS);
 	if (!mrc_req_wr_of(&mq->req, nak->ssn, &wr))
 		return;
 	swqe = &sqp->req.swqes[wr & (qp->sq.num_slots - 1)];
 	if (nak->syndrome == MRC_NAK_RNR) {
+		mq->rnr_ssn = nak->ssn;
+		for (i = 0; i < mq->num_paths; i++)
+			mrc_path_tx_refused(&mq->ptx[i], refused_by_rnr,
+					    &mrs_path_ops, mq);
 		/* The peer is there: no retry timeout while it says RNR. */
 		mq->progress_us = mrs_now_us();
 		/* 7 is infinite (IBA 9.7.5.2.8) */

@@ -216,6 +216,9 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 	int lost_path, path;
 	u32 ssn;
 
+	/* RTS is published before the sending half is reset for it. */
+	if (!mq->tx_ready)
+		return TX_IDLE;
 	/* After an RNR NAK the peer refuses the stream until the timer. */
 	if (mq->rnr_until_us) {
 		if (now < mq->rnr_until_us)

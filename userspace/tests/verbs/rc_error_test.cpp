@@ -462,6 +462,13 @@ TEST_F(RcError, RnrRetryInfiniteWaitsForAReceive)
 	if (naks0 >= 0) {
 		EXPECT_GT(naks, naks0) << "no RNR NAK was sent";
 	}
+	// Protocol v2 (9.2): what the peer refused is handed back at once,
+	// no path loss and no probe timeout, however many NAKs.
+	if (v2_path_counter(A().name, qa.qp->qp_num, "refused") >= 0) {
+		EXPECT_GT(v2_path_counter(A().name, qa.qp->qp_num, "refused"),
+			  0);
+		EXPECT_EQ(v2_path_counter(A().name, qa.qp->qp_num, "lost"), 0);
+	}
 	ASSERT_EQ(post_recv(qb.qp, dst, 2), 0);
 	EXPECT_WC(poll1(qa.scq), 1, IBV_WC_SUCCESS);
 	EXPECT_WC(poll1(qb.rcq), 2, IBV_WC_SUCCESS, IBV_WC_RECV);

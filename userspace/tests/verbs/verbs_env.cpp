@@ -278,6 +278,28 @@ int64_t hw_counter(const std::string &dev, const char *name, bool fresh)
 	return s.empty() ? -1 : strtoll(s.c_str(), nullptr, 0);
 }
 
+int64_t v2_path_counter(const std::string &dev, uint32_t qpn,
+			const char *field)
+{
+	std::ifstream f("/sys/kernel/debug/metaroce/" + dev + "/qps");
+	std::string line, word, qp = "qp " + std::to_string(qpn) + ":";
+	int64_t sum = -1;
+	bool mine = false;
+
+	while (std::getline(f, line)) {
+		if (line.rfind("qp ", 0) == 0)
+			mine = line.rfind(qp, 0) == 0;
+		if (!mine || line.find("  path ") != 0)
+			continue;
+		std::istringstream words(line);
+		while (words >> word)
+			if (word == field && words >> word)
+				sum = (sum < 0 ? 0 : sum) + strtoll(word.c_str(),
+								    nullptr, 0);
+	}
+	return sum;
+}
+
 void note(const std::string &key, double value)
 {
 	::testing::Test::RecordProperty(key, std::to_string(value));

@@ -88,6 +88,12 @@ void fill(void *p, size_t len, uint64_t seed, uint64_t start = 0);
 int64_t hw_counter(const std::string &dev, const char *name,
 		   bool fresh = false);
 
+// The sum over the paths of QP @qpn of device @dev of a protocol v2 path
+// counter (a "path N:" field of /sys/kernel/debug/metaroce/DEV/qps), or -1
+// when the QP is not on protocol v2 or debugfs is not there.
+int64_t v2_path_counter(const std::string &dev, uint32_t qpn,
+			const char *field);
+
 // Records a measurement in the XML report and prints it.
 void note(const std::string &key, double value);
 
