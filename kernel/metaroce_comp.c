@@ -563,12 +563,37 @@ static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 }
 
 /*
+ * Whether a fatal NAK names a PSN a re-read asked for, which may have
+ * arrived since: the responder refuses a re-read at its turn when the
+ * region was revoked meanwhile, and the responses it asked for may come
+ * from the first reading first. The responder is in the error state then
+ * all the same (protocol.md sections 6 and 12.1).
+ */
+static bool late_fatal_nak(const struct soft_req *req,
+			   const struct soft_pkt_info *pkt)
+{
+	u32 i, n = min_t(u32, req->nr_rereads, SOFT_READ_HISTORY);
+
+	if (pkt->ack.syndrome == METAROCE_NAK_RNR)
+		return false;
+	for (i = 0; i < n; i++) {
+		const struct soft_reread *rr = &req->rereads[i];
+		s32 k = soft_psn_diff(pkt->ack.nak_psn, rr->psn);
+
+		if (k >= 0 && k < rr->npkts)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Whether a NAK refuses a PSN that is outstanding: sent, not yet known
  * received, and not among those its own cum_psn says the responder has.
  * A READ or atomic response PSN behind cum_psn is still outstanding until
  * its response arrives: cum_psn says the responder accepted the request,
  * and it refuses a part it accepted when the region is revoked before the
- * part's turn (protocol.md sections 6 and 12.1).
+ * part's turn (protocol.md sections 6 and 12.1). So is, for a fatal NAK, a
+ * PSN a re-read asked for.
  */
 static bool nak_outstanding(const struct soft_req *req,
 			    const struct soft_pkt_info *pkt)
@@ -576,13 +601,29 @@ static bool nak_outstanding(const struct soft_req *req,
 	u32 psn = pkt->ack.nak_psn;
 	const struct soft_pkt *e;
 
-	if (soft_psn_diff(psn, req->psn_una) < 0 ||
-	    soft_psn_diff(psn, req->psn_next) >= 0)
+	if (soft_psn_diff(psn, req->psn_next) >= 0)
 		return false;
+	if (soft_psn_diff(psn, req->psn_una) < 0)
+		return late_fatal_nak(req, pkt);
 	e = &req->pkts[psn % SOFT_WINDOW];
-	if (e->state != PKT_INFLIGHT && e->state != PKT_LOST)
-		return false;
-	return soft_psn_diff(psn, pkt->ack.cum_psn) >= 0 || is_read_psn(req, e);
+	if ((e->state == PKT_INFLIGHT || e->state == PKT_LOST) &&
+	    (soft_psn_diff(psn, pkt->ack.cum_psn) >= 0 || is_read_psn(req, e)))
+		return true;
+	return late_fatal_nak(req, pkt);
+}
+
+/*
+ * What a fatal NAK refuses: the PSN it names or, if that arrived (a late
+ * one), the first after it still owed; psn_next if none is.
+ */
+static u32 refused_psn(const struct soft_req *req, u32 psn)
+{
+	if (soft_psn_diff(psn, req->psn_una) < 0)
+		psn = req->psn_una;
+	while (psn != req->psn_next &&
+	       req->pkts[psn % SOFT_WINDOW].state == PKT_DELIVERED)
+		psn = soft_psn_add(psn, 1);
+	return psn;
 }
 
 /*
@@ -657,8 +698,11 @@ void soft_comp_rx_ack(struct metaroce_soft_qp *sqp, struct soft_pkt_info *pkt)
 							   i) % SOFT_WINDOW],
 				      acked_before);
 	delivered += sacked(req, pkt, acked_before);
-	if (pkt->ack.syndrome != METAROCE_ACK)
+	if (pkt->ack.syndrome != METAROCE_ACK) {
+		if (pkt->ack.syndrome != METAROCE_NAK_RNR)
+			pkt->ack.nak_psn = refused_psn(req, pkt->ack.nak_psn);
 		handle_nak(sqp, pkt);
+	}
 	after_update(sqp, delivered, pkt->ack.ce_count, cum);
 out:
 	spin_unlock_bh(&req->lock);

@@ -70,6 +70,8 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->nr_lost = 0;
 	req->inflight = 0;
 	req->reads = 0;
+	memset(req->rereads, 0, sizeof(req->rereads));
+	req->nr_rereads = 0;
 	req->srtt_us = 0;
 	req->rttvar_us = 0;
 	req->rto_us = METAROCE_INITIAL_RTO_US;
@@ -354,6 +356,8 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 			break;
 	}
 	mark_read_sent(req, psn, n, e->swqe, path, true);
+	req->rereads[req->nr_rereads++ % SOFT_READ_HISTORY] =
+		(struct soft_reread){ .psn = psn, .npkts = n };
 	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
 	plan->flags = METAROCE_F_RETX | METAROCE_F_ACK_REQ;
 	req->reads++;

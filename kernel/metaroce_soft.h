@@ -119,6 +119,12 @@ struct soft_cc {
 	u16 fair_share;			/* receiver's hint, 0: none */
 };
 
+/* A re-read sent: the PSNs it asked for. */
+struct soft_reread {
+	u32 psn;
+	u32 npkts;
+};
+
 struct soft_req {
 	spinlock_t lock;		/* everything below; softirq and worker */
 	struct soft_swqe *swqes;	/* one per SQ slot */
@@ -153,6 +159,9 @@ struct soft_req {
 	u32 nr_lost;			/* PKT_LOST entries */
 	u32 inflight;			/* PKT_INFLIGHT entries */
 	u32 reads;			/* READ_REQ parts outstanding */
+	/* The latest re-reads sent, which a late fatal NAK may name. */
+	struct soft_reread rereads[SOFT_READ_HISTORY];
+	u32 nr_rereads;			/* sent so far; the oldest is overwritten */
 	u32 srtt_us;
 	u32 rttvar_us;
 	u32 rto_us;			/* with the backoff applied */
