@@ -70,7 +70,6 @@ static void req_start(struct soft_req *req, u32 sq_psn)
 	req->nr_lost = 0;
 	req->inflight = 0;
 	req->reads = 0;
-	memset(req->rereads, 0, sizeof(req->rereads));
 	req->nr_rereads = 0;
 	req->srtt_us = 0;
 	req->rttvar_us = 0;

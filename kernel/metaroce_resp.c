@@ -346,26 +346,6 @@ static bool read_ready(const struct soft_resp *resp)
 }
 
 /*
- * Whether a refusal's turn has come: everything before it arrived and the
- * READ parts before it are all sent, so its NAK follows their responses
- * and the requester completes every READ posted before the refused one.
- */
-static bool refusal_due(const struct soft_resp *resp)
-{
-	u32 i;
-
-	if (!resp->refused || soft_psn_diff(resp->cum, resp->refuse_psn) < 0)
-		return false;
-	for (i = resp->read_head; i != resp->read_tail; i++) {
-		const struct soft_read *r = &resp->reads[i % SOFT_MAX_READS];
-
-		if (!r->done && soft_psn_diff(r->psn, resp->refuse_psn) < 0)
-			return false;
-	}
-	return true;
-}
-
-/*
  * Whether a READ_REQ at @psn may be queued. At most max_dest_rd_atomic
  * parts are held, but one that can run at once (at or behind cum) is also
  * taken while the parts held all wait behind a gap: it may be the very
@@ -784,8 +764,12 @@ dropped:
 		nak.nak_psn = pkt->psn;
 	}
 ack:
-	/* A refusal whose turn has come (or once the READs before it went). */
-	if (!nak.syndrome && refusal_due(resp)) {
+	/*
+	 * A refusal whose turn has come: everything before it arrived (a
+	 * refused duplicate is behind cum already).
+	 */
+	if (resp->refused && soft_psn_diff(resp->cum, resp->refuse_psn) >= 0 &&
+	    !nak.syndrome) {
 		nak.syndrome = resp->refuse_syndrome;
 		nak.nak_psn = resp->refuse_psn;
 	}
@@ -834,20 +818,6 @@ static void pop_done_reads(struct soft_resp *resp)
 	}
 }
 
-/* An error NAK of @psn, then the error state. */
-static void nak_and_fail(struct metaroce_soft_qp *sqp, u32 psn, u8 syndrome)
-{
-	struct soft_ack_info nak = {
-		.syndrome = syndrome,
-		.nak_psn = psn,
-	};
-
-	soft_ack_send(sqp, &nak);
-	metaroce_qp_event(sqp->qp, syndrome == METAROCE_NAK_REMOTE_ACCESS ?
-			  IB_EVENT_QP_ACCESS_ERR : IB_EVENT_QP_REQ_ERR);
-	soft_qp_fail(sqp->qp);
-}
-
 /*
  * A READ part or atomic whose MR was deregistered after the request was
  * accepted: as for a bad rkey (protocol.md section 6), a REMOTE_ACCESS NAK
@@ -856,9 +826,17 @@ static void nak_and_fail(struct metaroce_soft_qp *sqp, u32 psn, u8 syndrome)
  */
 static void refuse_at_turn(struct metaroce_soft_qp *sqp, u32 psn, u8 syndrome)
 {
+	struct soft_ack_info nak = {
+		.syndrome = syndrome,
+		.nak_psn = psn,
+	};
+
 	if (syndrome == METAROCE_NAK_REMOTE_ACCESS)
 		metaroce_count(sqp->qp->mdev, REMOTE_ACCESS_ERR);
-	nak_and_fail(sqp, psn, syndrome);
+	soft_ack_send(sqp, &nak);
+	metaroce_qp_event(sqp->qp, syndrome == METAROCE_NAK_REMOTE_ACCESS ?
+			  IB_EVENT_QP_ACCESS_ERR : IB_EVENT_QP_REQ_ERR);
+	soft_qp_fail(sqp->qp);
 }
 
 /* An atomic part's response: its DETH and the word's former value. */
@@ -903,14 +881,7 @@ int soft_resp_transmit(struct metaroce_soft_qp *sqp, int budget)
 		spin_lock_bh(&resp->lock);
 		pop_done_reads(resp);
 		if (!read_ready(resp)) {
-			/* The READs a refusal waited for are sent: its NAK. */
-			bool refuse_now = refusal_due(resp);
-			u8 syndrome = resp->refuse_syndrome;
-
-			psn = resp->refuse_psn;
 			spin_unlock_bh(&resp->lock);
-			if (refuse_now)
-				nak_and_fail(sqp, psn, syndrome);
 			break;
 		}
 		r = &resp->reads[resp->read_head % SOFT_MAX_READS];
