@@ -124,8 +124,9 @@ fi
 # The fuzz suite's knobs (selftests/metaroce/fuzz.sh), e.g. FUZZ_SECONDS=600
 # for a long run; RXE_BASELINE=0 runs consumers and nvme on mr0 only
 # (selftests/metaroce/side_by_side.sh); METAROCE_PROTOCOL=2 runs a suite
-# on protocol v2.
-for v in METAROCE_PROTOCOL RXE_BASELINE FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
+# on protocol v2; COMPLIANCE_CASES="case ..." runs only those compliance
+# cases.
+for v in METAROCE_PROTOCOL COMPLIANCE_CASES RXE_BASELINE FUZZ_SECONDS FUZZ_SEED FUZZ_AVOID_KNOWN FUZZ_RATE FUZZ_ONLY FUZZ_VERBOSE_FROM; do
 	[[ -n ${!v:-} ]] && vm_env+=(--env "$v=${!v}")
 done
 

@@ -744,6 +744,24 @@ void requester_reread_response_lost_by_timeout_only(Env& env) {
            "the second READ's data was not placed correctly");
 }
 
+// A responder refuses a re-read at its turn when the region was revoked meanwhile, naming a PSN
+// the re-read asked for; the first reading's response may have arrived by then (protocol.md
+// sections 6 and 12.1). Such a late fatal NAK is taken, for the first PSN still owed: here the
+// WRITE after the READ completes with REM_ACCESS_ERR, not with a retry timeout.
+void requester_late_nak_of_reread(Env& env) {
+    Conn c(env);
+    const auto [req, write_psn] = post_read_and_write(c, 3, true);
+    const Psn s = req.bth.psn;
+    c.send(read_response(c, req, 0));
+    c.send(read_response(c, req, 2));
+    expect_resend(c, psn_add(s, 1), {s}, 3000);
+    c.send(read_response(c, req, 1));
+    expect_read_done(c, 3 * c.mtu());
+    c.send(c.ack(write_psn, {}, Syndrome::RemoteAccess, psn_add(s, 1)));
+    expect_wc(c.expect_send_completion(), 2, IBV_WC_REM_ACCESS_ERR);
+    c.expect_state(IBV_QPS_ERR);
+}
+
 void requester_retry_exceeded(Env& env) {
     ConnOptions o;
     o.timeout = 10;  // 4.2 ms per period
@@ -952,6 +970,10 @@ std::vector<Case> requester_cases() {
          "after the READ was accepted): REM_ACCESS_ERR, QP error; for a response that arrived: "
          "dropped, counted (rx_ack_invalid)",
          requester_nak_of_accepted_read},
+        {"requester_late_nak_of_reread",
+         "a REMOTE_ACCESS NAK for a PSN a re-read asked for, after the first reading's response "
+         "arrived: taken for the first PSN still owed (the WRITE after the READ: REM_ACCESS_ERR)",
+         requester_late_nak_of_reread},
         {"requester_nak_flushes_unfinished_before",
          "a READ never answered, then a WRITE refused by a REMOTE_ACCESS NAK: the READ completes "
          "with WR_FLUSH_ERR, then the WRITE with REM_ACCESS_ERR, QP error",
