@@ -572,7 +572,7 @@ static u32 sacked(struct soft_req *req, const struct soft_pkt_info *pkt,
 static bool late_fatal_nak(const struct soft_req *req,
 			   const struct soft_pkt_info *pkt)
 {
-	u32 i, n = min_t(u32, req->nr_rereads, SOFT_READ_HISTORY);
+	u32 i, n = min_t(u32, req->nr_rereads, METAROCE_REREAD_HISTORY);
 
 	if (pkt->ack.syndrome == METAROCE_NAK_RNR)
 		return false;
@@ -613,16 +613,22 @@ static bool nak_outstanding(const struct soft_req *req,
 }
 
 /*
- * What a fatal NAK refuses: the PSN it names or, if that arrived (a late
- * one), the first after it still owed; psn_next if none is.
+ * What a fatal NAK refuses: the PSN it names or, for a late one whose work
+ * request finished, the first PSN after it of one that has not; psn_next
+ * if none is left.
  */
 static u32 refused_psn(const struct soft_req *req, u32 psn)
 {
+	const struct soft_pkt *e;
+
 	if (soft_psn_diff(psn, req->psn_una) < 0)
 		psn = req->psn_una;
-	while (psn != req->psn_next &&
-	       req->pkts[psn % SOFT_WINDOW].state == PKT_DELIVERED)
-		psn = soft_psn_add(psn, 1);
+	for (; psn != req->psn_next; psn = soft_psn_add(psn, 1)) {
+		e = &req->pkts[psn % SOFT_WINDOW];
+		if (e->state != PKT_DELIVERED ||
+		    !swqe_finished(&req->swqes[e->swqe]))
+			break;
+	}
 	return psn;
 }
 

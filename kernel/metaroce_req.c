@@ -355,7 +355,7 @@ static bool plan_retx(struct metaroce_soft_qp *sqp, struct tx_plan *plan,
 			break;
 	}
 	mark_read_sent(req, psn, n, e->swqe, path, true);
-	req->rereads[req->nr_rereads++ % SOFT_READ_HISTORY] =
+	req->rereads[req->nr_rereads++ % METAROCE_REREAD_HISTORY] =
 		(struct soft_reread){ .psn = psn, .npkts = n };
 	plan->len = min(n * qp->mtu, swqe->length - plan->offset);
 	plan->flags = METAROCE_F_RETX | METAROCE_F_ACK_REQ;

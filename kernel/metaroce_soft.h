@@ -160,7 +160,7 @@ struct soft_req {
 	u32 inflight;			/* PKT_INFLIGHT entries */
 	u32 reads;			/* READ_REQ parts outstanding */
 	/* The latest re-reads sent, which a late fatal NAK may name. */
-	struct soft_reread rereads[SOFT_READ_HISTORY];
+	struct soft_reread rereads[METAROCE_REREAD_HISTORY];
 	u32 nr_rereads;			/* sent so far; the oldest is overwritten */
 	u32 srtt_us;
 	u32 rttvar_us;

@@ -233,6 +233,7 @@ static inline __u32 metaroce_segment_size(__u32 path_mtu)
 #define METAROCE_RTO_MIN_CWND		16	/* a timeout halves cwnd to this */
 #define METAROCE_RX_BUDGET		512	/* the fair-share hint's budget */
 #define METAROCE_MIN_FAIR_SHARE		4	/* the smallest hint */
+#define METAROCE_REREAD_HISTORY		128	/* re-reads a late fatal NAK may name */
 
 /* Serial-number comparison of 24-bit PSNs: a - b in [-2^23, 2^23). */
 static inline __s32 metaroce_psn_diff(__u32 a, __u32 b)

@@ -193,6 +193,8 @@ void Sender::send_reread(WrState& wr, ReadTracker::Range range, TimeUs now) {
     outbox_.push_back(OutboundPacket{std::move(pkt), paths_[choice.index].entropy});
     ++counters_.packets_sent;
     ++counters_.rereads;
+    rereads_[nr_rereads_++ % rereads_.size()] =
+        Reread{pkt.bth.psn, wr.wr.is_atomic() ? 1U : range.size()};
     resent_in_period_ = true;
     wr.read->on_reread(range, now);
     wr.read->set_request_path(choice.index);
@@ -461,7 +463,7 @@ std::optional<TimeUs> Sender::check_injection(const Ack& ack, TimeUs now) {
         const PsnSlot* slot = slot_at(ack.nak_psn);
         const bool refusable = slot != nullptr && slot->state != SlotState::Delivered &&
                                !psn_before(ack.nak_psn, ack.cum_psn);
-        if (!refusable && awaiting_response(ack.nak_psn) == nullptr) {
+        if (!refusable && awaiting_response(ack.nak_psn) == nullptr && !names_reread(ack)) {
             ++counters_.invalid_acks;
             return std::nullopt;
         }
@@ -933,6 +935,14 @@ void Sender::complete_ready() {
     if (wrs_.empty()) next_issue_seq_ = next_wr_seq_;
 }
 
+bool Sender::names_reread(const Ack& ack) const {
+    if (ack.syndrome == Syndrome::RnrNak) return false;
+    return std::any_of(rereads_.begin(), rereads_.end(), [&](const Reread& r) {
+        const std::int32_t k = psn_diff(ack.nak_psn, r.psn);
+        return k >= 0 && static_cast<std::uint32_t>(k) < r.npkts;
+    });
+}
+
 const Sender::WrState* Sender::awaiting_response(Psn psn) const {
     for (const WrState& wr : wrs_) {
         if (!wr.read || !wr.started || !psn_in_range(psn, wr.first_psn, wr.read->issued())) {
@@ -947,8 +957,19 @@ const Sender::WrState* Sender::awaiting_response(Psn psn) const {
 void Sender::fail_at(Psn psn, WcStatus status) {
     const PsnSlot* slot = slot_at(psn);
     const WrState* awaiting = awaiting_response(psn);
-    if (slot != nullptr && find_wr(slot->wr_seq) != nullptr) {
-        fail(slot->wr_seq, status);
+    // A late fatal NAK (section 12.1) may name a PSN of a work request that has finished: it
+    // refuses the first one after it that has not.
+    const WrState* unfinished = nullptr;
+    if (slot != nullptr) {
+        for (const WrState& wr : wrs_) {
+            if (wr.seq >= slot->wr_seq && !wr.complete()) {
+                unfinished = &wr;
+                break;
+            }
+        }
+    }
+    if (unfinished != nullptr) {
+        fail(unfinished->seq, status);
     } else if (awaiting != nullptr) {
         fail(awaiting->seq, status);
     } else if (!wrs_.empty()) {

@@ -732,6 +732,37 @@ TEST_F(SenderTest, NakBehindCumOfAReadResponseThatArrivedIsDropped) {
     EXPECT_EQ(done[0].status, WcStatus::RemAccessErr);
 }
 
+// A responder refuses a re-read at its turn when the region was revoked meanwhile; the first
+// reading's response may have arrived by then (protocol.md section 12.1). The NAK is taken for
+// the first work request not finished: the SEND after the READ.
+TEST_F(SenderTest, LateNakOfAReReadFailsWhatIsStillOwed) {
+    post_read(1, 12 * kMtu);
+    post_send(2, 10);
+    const auto p = sent();
+    ASSERT_EQ(p.size(), 2u);
+    respond(p[0], {2});
+    const auto rereads = sent();
+    ASSERT_EQ(rereads.size(), 1u);
+    ASSERT_EQ(rereads[0].bth.psn, kStart + 2);
+    std::set<std::uint32_t> all_but_2;
+    for (std::uint32_t k = 0; k < 12; ++k) {
+        if (k != 2) all_but_2.insert(k);
+    }
+    respond(p[0], all_but_2);  // the first reading's response 2 arrives after all
+    auto done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, WcStatus::Success);
+    now += kRtt;
+    tx->on_ack(echoed(nak_packet(Syndrome::RemoteAccess, kStart + 12, kStart + 2)), now);
+    EXPECT_EQ(tx->counters().invalid_acks, 0u);
+    EXPECT_EQ(tx->counters().bad_echo_acks, 0u);
+    EXPECT_TRUE(tx->in_error());
+    done = tx->take_completions();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 2u);
+    EXPECT_EQ(done[0].status, WcStatus::RemAccessErr);
+}
+
 TEST_F(SenderTest, AnAckWithNothingOutstandingChangesNothing) {
     post_send(1, 10);
     sent();

@@ -200,6 +200,10 @@ class Sender {
     // The READ or atomic that asked for a response at `psn` and still waits for it: its PSN
     // is outstanding even once an ACK passed it (section 12.1).
     const WrState* awaiting_response(Psn psn) const;
+    // Whether a fatal NAK names a PSN one of the latest re-reads asked for: the responder
+    // refuses a re-read at its turn when the region was revoked meanwhile, and what it asked
+    // for may have arrived from the first reading by then (section 12.1).
+    bool names_reread(const Ack& ack) const;
     // The oldest PSN outstanding: snd_una_, or the first of a READ or atomic whose responses
     // are still due (its PSNs stay in the window until they arrive, section 8).
     Psn window_base() const;
@@ -272,6 +276,13 @@ class Sender {
     std::uint32_t retries_ = 0;      // periods with a resend, without progress
     std::uint32_t periods_ = 0;      // retry periods since the last progress
     bool resent_in_period_ = false;  // something was resent in the current period
+    // The latest re-reads sent (names_reread()); the oldest is overwritten.
+    struct Reread {
+        Psn psn = 0;
+        std::uint32_t npkts = 0;
+    };
+    std::array<Reread, METAROCE_REREAD_HISTORY> rereads_{};
+    std::uint32_t nr_rereads_ = 0;
 
     std::vector<OutboundPacket> outbox_;
     std::vector<Completion> completions_;
