@@ -3,6 +3,7 @@
  * Device lifetime: creation on "rdma link add", registration with ib_core,
  * teardown, and the port following its netdev (carrier, MTU, removal).
  */
+#include <linux/ethtool.h>
 #include <linux/if_arp.h>
 #include <linux/rtnetlink.h>
 #include <net/addrconf.h>
@@ -99,6 +100,40 @@ static void report_port_state(struct metaroce_dev *mdev)
 		 state == IB_PORT_ACTIVE ? "active" : "down");
 }
 
+/*
+ * The inbound capacity a v2 device shares among its senders (protocol-v2.md
+ * section 10): the module parameter if set, else the link's speed; 0 (no
+ * grants) when the link does not know it. Called under RTNL.
+ */
+static u32 rx_capacity(struct metaroce_dev *mdev)
+{
+	struct ethtool_link_ksettings ks;
+
+	if (metaroce_rx_capacity_mbps)
+		return metaroce_rx_capacity_mbps;
+	if (__ethtool_get_link_ksettings(mdev->ndev, &ks) ||
+	    ks.base.speed == (u32)SPEED_UNKNOWN)
+		return 0;
+	return ks.base.speed;
+}
+
+static void update_rx_capacity(struct metaroce_dev *mdev)
+{
+	bool changed;
+	u32 mbps;
+
+	if (!mdev->fair)
+		return;
+	mbps = rx_capacity(mdev);
+	spin_lock_bh(&mdev->fair_lock);
+	changed = mdev->fair->capacity_mbps != mbps;
+	mrc_fair_rx_set_capacity(mdev->fair, mbps);
+	spin_unlock_bh(&mdev->fair_lock);
+	if (changed)
+		pr_info("metaroce: %s: senders share %u Mbit/s%s\n",
+			mdev->ndev->name, mbps, mbps ? "" : " (speed unknown)");
+}
+
 static int metaroce_netdev_event(struct notifier_block *nb,
 				 unsigned long event, void *arg)
 {
@@ -118,6 +153,7 @@ static int metaroce_netdev_event(struct notifier_block *nb,
 	case NETDEV_DOWN:
 	case NETDEV_CHANGE:
 		report_port_state(mdev);
+		update_rx_capacity(mdev);
 		break;
 	default:
 		break;
@@ -237,13 +273,14 @@ int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev)
 	mdev->num_paths = metaroce_default_paths;
 	mdev->protocol = metaroce_protocol;
 	spin_lock_init(&mdev->fair_lock);
-	if (mdev->protocol == 2 && metaroce_rx_capacity_mbps) {
+	if (mdev->protocol == 2) {
 		mdev->fair = kzalloc(sizeof(*mdev->fair), GFP_KERNEL);
 		if (!mdev->fair) {
 			err = -ENOMEM;
 			goto err_dealloc;
 		}
-		mrc_fair_rx_init(mdev->fair, metaroce_rx_capacity_mbps);
+		/* rx_capacity() sets the rate once RTNL is held */
+		mrc_fair_rx_init(mdev->fair, 0);
 	}
 	init_device_attr(mdev);
 	init_ib_device(mdev);
@@ -268,6 +305,7 @@ int metaroce_dev_add(const char *ibdev_name, struct net_device *ndev)
 
 	rtnl_lock();
 	mdev->reported_port_state = metaroce_port_state(mdev);
+	update_rx_capacity(mdev);
 	rtnl_unlock();
 
 	err = ib_device_set_netdev(&mdev->ib_dev, ndev, METAROCE_PORT);

@@ -37,7 +37,7 @@ MODULE_PARM_DESC(protocol,
 unsigned int metaroce_rx_capacity_mbps;
 module_param_named(rx_capacity_mbps, metaroce_rx_capacity_mbps, uint, 0444);
 MODULE_PARM_DESC(rx_capacity_mbps,
-		 "Protocol 2: inbound capacity a device shares among its senders, Mbit/s (0: no grants)");
+		 "Protocol 2: inbound capacity a device shares among its senders, Mbit/s (default 0: the link's speed)");
 
 /*
  * Devices between metaroce_dev_add() and their dealloc_driver. Writers

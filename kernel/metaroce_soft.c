@@ -87,7 +87,10 @@ static void soft_tx_run(struct metaroce_soft_qp *sqp, int budget)
 	WRITE_ONCE(qp->sq.hdr->doorbell_needed, 0);
 	if (!sqp->v2)
 		budget -= soft_resp_transmit(sqp, budget);
-	if (budget > 0 && (state == IB_QPS_RTS || state == IB_QPS_SQD)) {
+	/* v2 answers READs and atomics in RTR too (protocol-v2.md 9.1) */
+	if (budget > 0 && (state == IB_QPS_RTS || state == IB_QPS_SQD ||
+			   (state == IB_QPS_RTR && sqp->v2 &&
+			    qp->ibqp.qp_type == IB_QPT_RC))) {
 		if (sqp->v2 && qp->ibqp.qp_type == IB_QPT_RC)
 			result = mrs_transmit(sqp, &budget);
 		else if (qp->ibqp.qp_type == IB_QPT_RC)

@@ -11,7 +11,13 @@
 void mrc_fair_rx_init(struct mrc_fair_rx *f, u32 capacity_mbps)
 {
 	memset(f, 0, sizeof(*f));
-	f->capacity_mbps = capacity_mbps ? capacity_mbps : 1;
+	f->capacity_mbps = capacity_mbps;
+}
+
+/* A link that renegotiated: the shares that follow are of the new rate. */
+void mrc_fair_rx_set_capacity(struct mrc_fair_rx *f, u32 capacity_mbps)
+{
+	f->capacity_mbps = capacity_mbps;
 }
 
 static bool active(const struct mrc_fair_sender *s, u64 now)
@@ -53,6 +59,8 @@ found:
 /* A sender's demand as a share of the capacity, from its last period. */
 static u64 demand(const struct mrc_fair_rx *f, const struct mrc_fair_sender *s)
 {
+	if (!f->capacity_mbps)
+		return MRC_FAIR_FULL;
 	/* bytes * 8 / period_us is Mbit/s; scaled before dividing */
 	return s->last_bytes * 8 * MRC_FAIR_FULL /
 	       ((u64)MRC_FAIR_PERIOD_US * f->capacity_mbps);

@@ -22,11 +22,12 @@ struct mrc_fair_sender {
 };
 
 struct mrc_fair_rx {
-	u32 capacity_mbps;	/* the inbound link's rate */
+	u32 capacity_mbps;	/* the inbound link's rate; 0: unknown */
 	struct mrc_fair_sender senders[MRC_FAIR_SENDERS];
 };
 
 void mrc_fair_rx_init(struct mrc_fair_rx *f, u32 capacity_mbps);
+void mrc_fair_rx_set_capacity(struct mrc_fair_rx *f, u32 capacity_mbps);
 void mrc_fair_rx_arrival(struct mrc_fair_rx *f, u32 conn, u32 bytes, u64 now);
 u16 mrc_fair_rx_share(const struct mrc_fair_rx *f, u32 conn, u64 now);
 u32 mrc_fair_window(u16 share, u32 capacity_mbps, u32 rtt_us, u32 mtu);

@@ -40,10 +40,16 @@ bool mrc_req_init(struct mrc_req *r, struct mrc_wr *wrs, u32 num_wrs, u32 mtu,
 	r->num_wrs = num_wrs;
 	r->mtu = mtu ? mtu : 1;
 	r->next_msn = first_msn;
+	mrc_req_set_max_reqs(r, max_reqs);
+	return true;
+}
+
+/* max_rd_atomic, given at RTS: at least one, at most MRC_MAX_REQUESTS. */
+void mrc_req_set_max_reqs(struct mrc_req *r, u32 max_reqs)
+{
 	r->max_reqs = max_reqs < MRC_MAX_REQUESTS ? max_reqs : MRC_MAX_REQUESTS;
 	if (!r->max_reqs)
 		r->max_reqs = 1;
-	return true;
 }
 
 /* A requester's opcodes: segments of its own messages, not answers. */

@@ -57,6 +57,7 @@ struct mrc_req {
 
 bool mrc_req_init(struct mrc_req *r, struct mrc_wr *wrs, u32 num_wrs, u32 mtu,
 		  u32 first_msn, u32 max_reqs);
+void mrc_req_set_max_reqs(struct mrc_req *r, u32 max_reqs);
 bool mrc_req_post(struct mrc_req *r, u8 op, u32 length, u8 flags, u32 *index);
 bool mrc_req_next(struct mrc_req *r, struct mrc_stream_tx *st,
 		  struct mrc_seg_out *out);

@@ -51,6 +51,19 @@ enum mrc_seg_verdict mrc_stream_rx_check(struct mrc_stream_rx *rx,
 }
 
 /*
+ * A stream that began in its sender's RTR starts at @first_ssn, where our
+ * own stream started (protocol-v2.md section 9.1). Moved there only before
+ * anything of it was taken: returns false after.
+ */
+bool mrc_stream_rx_rebase(struct mrc_stream_rx *rx, u32 first_ssn)
+{
+	if (rx->accepted || rx->refusing || rx->req_len)
+		return false;
+	mrc_stream_map_init(&rx->map, first_ssn);
+	return true;
+}
+
+/*
  * Whether request @ssn must wait (RNR): as many as the QP takes are queued,
  * and it comes after all of them. One before a queued request is taken
  * whatever the limit (up to MRC_MAX_REQUESTS): the queued ones run only

@@ -39,6 +39,7 @@ void mrc_stream_rx_init(struct mrc_stream_rx *rx, u32 first_ssn, u32 first_msn,
 			u32 max_requests);
 enum mrc_seg_verdict mrc_stream_rx_check(struct mrc_stream_rx *rx,
 					 const struct mrc_hdr *h);
+bool mrc_stream_rx_rebase(struct mrc_stream_rx *rx, u32 first_ssn);
 bool mrc_stream_rx_requests_full(const struct mrc_stream_rx *rx, u32 ssn);
 bool mrc_stream_rx_refuse(struct mrc_stream_rx *rx, u32 ssn);
 void mrc_stream_rx_accept(struct mrc_stream_rx *rx, const struct mrc_hdr *h,

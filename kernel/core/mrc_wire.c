@@ -64,7 +64,7 @@ static enum mrc_wire_error check_header(const struct mrc_hdr *h, u8 byte3,
 	bool seq = mask & MRC_OPM_SEQ, ack = mask & MRC_OPM_ACK;
 
 	if ((h->flags & ~MRC_F_ALL) || (ack && h->flags) ||
-	    (!seq && (h->flags & (MRC_F_ACK_REQ | MRC_F_RETX))))
+	    (!seq && (h->flags & (MRC_F_ACK_REQ | MRC_F_RETX | MRC_F_EARLY))))
 		return MRC_WIRE_RESERVED;
 	if (h->path >= MRC_MAX_PATHS)
 		return MRC_WIRE_PATH;

@@ -21,7 +21,8 @@
 #define MRC_F_ACK_REQ		0x1	/* acknowledge this path at once */
 #define MRC_F_RETX		0x2	/* a resend of a segment */
 #define MRC_F_SOLICITED		0x4	/* solicited event requested */
-#define MRC_F_ALL		0x7
+#define MRC_F_EARLY		0x8	/* the stream began in its sender's RTR */
+#define MRC_F_ALL		0xf
 
 enum mrc_opcode {
 	MRC_OP_SEND		= 0x01,

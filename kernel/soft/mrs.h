@@ -97,10 +97,16 @@ struct mrs_qp {
 	bool stalled;			/* the last run stopped with work left */
 	bool refused;			/* a refusal failed the QP: NAK due */
 	/*
-	 * The sending half was reset for RTS: the state is published before
-	 * the reset runs, and nothing may be taken from the SQ in between.
+	 * The sending half was reset for RTR or RTS: the state is published
+	 * before the reset runs, and nothing may go out in between.
 	 */
 	bool tx_ready;
+	/*
+	 * Our stream began in RTR, to answer READs and atomics before any
+	 * sq_psn was given: at the peer's first SSN, and its segments say so
+	 * (MRC_F_EARLY, protocol-v2.md section 9.1).
+	 */
+	bool early;
 	struct hrtimer timer;		/* PTOs, delayed ACKs, failed paths */
 };
 

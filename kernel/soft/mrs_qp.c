@@ -255,8 +255,11 @@ static void rx_reset(struct mrs_qp *mq)
 	mq->refused = false;
 }
 
-/* The sending half: paths, our stream, the requester. */
-static void tx_reset(struct mrs_qp *mq, bool ready)
+/*
+ * The sending half: paths, our stream, the requester. In RTR (@early) the
+ * stream starts at the peer's first SSN, the one both ends know then.
+ */
+static void tx_reset(struct mrs_qp *mq, bool early)
 {
 	struct metaroce_qp *qp = mq->sqp->qp;
 	u32 cwnd = max_t(u32, MRS_MIN_INITIAL_CWND,
@@ -271,7 +274,8 @@ static void tx_reset(struct mrs_qp *mq, bool ready)
 	}
 	mrc_conn_tx_init(&mq->conn, mq->ptx, mq->num_paths, qp->mtu,
 			 get_random_u32());
-	mrc_stream_tx_init(&mq->stx, qp->attr.sq_psn);
+	mrc_stream_tx_init(&mq->stx, early ? qp->attr.rq_psn : qp->attr.sq_psn);
+	mq->early = early;
 	mrc_req_init(&mq->req, mq->wrs, qp->sq.num_slots, qp->mtu, 0,
 		     qp->attr.max_rd_atomic);
 	/* The requester's indices are the SQ's, so a WR's slot is its own. */
@@ -281,7 +285,12 @@ static void tx_reset(struct mrs_qp *mq, bool ready)
 	mq->blocked = false;
 	mq->rnr_until_us = 0;
 	mq->rnr_retries = 0;
-	mq->tx_ready = ready;
+}
+
+/* Whether our stream began in RTR: then it goes on in RTS. */
+static bool answered_in_rtr(const struct mrs_qp *mq)
+{
+	return mq->early && mq->stx.next_ssn != mq->sqp->qp->attr.rq_psn;
 }
 
 /*
@@ -309,7 +318,11 @@ void mrs_qp_reset(struct metaroce_soft_qp *sqp)
 	}
 	if (state != IB_QPS_RTS)
 		rx_reset(mq);
-	tx_reset(mq, state == IB_QPS_RTS);
+	if (state == IB_QPS_RTS && answered_in_rtr(mq))
+		mrc_req_set_max_reqs(&mq->req, qp->attr.max_rd_atomic);
+	else
+		tx_reset(mq, state == IB_QPS_RTR);
+	mq->tx_ready = state == IB_QPS_RTR || state == IB_QPS_RTS;
 	spin_unlock_bh(&sqp->resp.lock);
 }
 

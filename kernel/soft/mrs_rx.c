@@ -61,8 +61,11 @@ static bool state_accepts(enum ib_qp_state state, u8 opcode)
 {
 	switch (state) {
 	case IB_QPS_RTR:
-		/* Receive side only: the peer's requests. */
-		return !(mrc_opcode[opcode].mask & (MRC_OPM_ACK | MRC_OPM_RESP));
+		/*
+		 * The peer's requests, and the ACKs of our answers to them
+		 * (protocol-v2.md 9.1); no responses: we asked nothing.
+		 */
+		return !(mrc_opcode[opcode].mask & MRC_OPM_RESP);
 	case IB_QPS_RTS:
 	case IB_QPS_SQD:
 	case IB_QPS_SQE:
@@ -402,6 +405,9 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 		metaroce_count(qp->mdev, RX_REFUSED);
 		goto unlock;
 	}
+	/* The peer answered us from RTR: its stream starts at our sq_psn. */
+	if (h->flags & MRC_F_EARLY)
+		mrc_stream_rx_rebase(&mq->srx, qp->attr.sq_psn);
 	switch (mrc_stream_rx_check(&mq->srx, h)) {
 	case MRC_SEG_DUPLICATE:
 		metaroce_count(qp->mdev, RX_DUPLICATE);

@@ -148,6 +148,8 @@ static void plan_common(struct metaroce_soft_qp *sqp,
 	h->msg_len = out->msg_len;
 	if (retx)
 		h->flags |= MRC_F_RETX;
+	if (mq->early)
+		h->flags |= MRC_F_EARLY;
 	if (mrc_conn_tx_ack_wanted(&mq->conn, path, now))
 		h->flags |= MRC_F_ACK_REQ;
 	plan->pkt.payload_len = out->payload_len;
@@ -216,7 +218,7 @@ static enum soft_tx_result plan_next(struct metaroce_soft_qp *sqp,
 	int lost_path, path;
 	u32 ssn;
 
-	/* RTS is published before the sending half is reset for it. */
+	/* RTR and RTS are published before the sending half is reset. */
 	if (!mq->tx_ready)
 		return TX_IDLE;
 	/* After an RNR NAK the peer refuses the stream until the timer. */
@@ -444,7 +446,8 @@ enum soft_tx_result mrs_transmit(struct metaroce_soft_qp *sqp, int *budget)
 
 /*
  * The receiver's share for the QP's peer, from the device's record of
- * who sends to it (protocol-v2.md section 10); no capacity, no grant.
+ * who sends to it (protocol-v2.md section 10); a link of unknown speed
+ * grants nothing.
  */
 static void fair_share(struct metaroce_qp *qp, u64 now, struct mrc_ack_info *a)
 {
@@ -453,8 +456,9 @@ static void fair_share(struct metaroce_qp *qp, u64 now, struct mrc_ack_info *a)
 	if (!mdev->fair)
 		return;
 	spin_lock_bh(&mdev->fair_lock);
-	a->share = mrc_fair_rx_share(mdev->fair, qp->ibqp.qp_num, now);
 	a->capacity_mbps = mdev->fair->capacity_mbps;
+	if (a->capacity_mbps)
+		a->share = mrc_fair_rx_share(mdev->fair, qp->ibqp.qp_num, now);
 	spin_unlock_bh(&mdev->fair_lock);
 }
 

@@ -129,6 +129,33 @@ test_netns() {
 	wait_until 10 eval '! rdma_dev_exists mr1'
 }
 
+# dmesg_since LINES PATTERN: PATTERN in what the kernel logged after its
+# first LINES lines.
+dmesg_since() {
+	dmesg | tail -n +"$(($1 + 1))" | grep -q "$2"
+}
+
+# A protocol 2 device shares its link's speed among its senders (veth
+# reports 10000 Mbit/s), or rx_capacity_mbps when that is set.
+test_fair_share_capacity() {
+	local n
+
+	metaroce_unload
+	n=$(dmesg | wc -l)
+	METAROCE_PROTOCOL=2 metaroce_load
+	rdma link add mr0 type metaroce netdev veth0
+	dmesg_since "$n" 'metaroce: veth0: senders share 10000 Mbit/s$'
+	rdma link delete mr0
+	metaroce_unload
+	n=$(dmesg | wc -l)
+	METAROCE_PROTOCOL=2 metaroce_load rx_capacity_mbps=2500
+	rdma link add mr0 type metaroce netdev veth0
+	dmesg_since "$n" 'metaroce: veth0: senders share 2500 Mbit/s$'
+	rdma link delete mr0
+	metaroce_unload
+	metaroce_load
+}
+
 test_netdev_unregister() {
 	rdma link add mr0 type metaroce netdev veth0
 	ip link del veth0
@@ -202,7 +229,7 @@ test_load_unload_cycles() {
 
 ADD_DELETE_CYCLES=$(repeat_count 25)
 LOAD_UNLOAD_CYCLES=$(repeat_count 20)
-tap_plan 20
+tap_plan 21
 run_test "module loads" test_load
 run_test "rdma link add loads the installed module" test_autoload
 run_test "rdma link add on an Ethernet netdev" test_link_add
@@ -217,6 +244,7 @@ run_test "second device on a netdev: EBUSY" test_bad_second_device_on_netdev
 run_test "invalid device name: EINVAL" test_bad_name
 run_test "rdma link delete" test_link_delete
 run_test "device on a netdev in another namespace" test_netns
+run_test "a v2 device shares its link's speed (fair share)" test_fair_share_capacity
 run_test "unregistering the netdev removes the device" test_netdev_unregister
 run_test "rmmod with devices present" test_rmmod_with_devices
 run_test "$ADD_DELETE_CYCLES add/delete cycles leak nothing" test_add_delete_cycles

@@ -138,6 +138,50 @@ TEST_P(Atomic, FetchAddAndCompareSwap)
 	EXPECT_TRUE(all_bytes(res.p + 48, 16, 0xee));
 }
 
+// A responder kept in RTR answers READs and atomics (IBA: RTR receives and
+// responds; stock ib_read_bw and ib_atomic_bw leave their server there).
+// Moved to RTS afterwards, it sends on the stream it began: a SEND from it
+// arrives after the answers (protocol-v2.md 9.1).
+TEST_P(Atomic, AResponderInRtrAnswersAndSendsOnceInRts)
+{
+	ConnOpts o = conn();
+	Qp qa(A()), qb(Peer());
+	ASSERT_EQ(rc_init(qa, o.access), 0);
+	ASSERT_EQ(rc_init(qb, o.access), 0);
+	ASSERT_EQ(rc_rtr(qa, qb.c, qb.qpn(), o.psn_b, o), 0);
+	ASSERT_EQ(rc_rtr(qb, qa.c, qa.qpn(), o.psn_a, o), 0);
+	ASSERT_EQ(rc_rts(qa, o.psn_a, o), 0);
+	Buf remote(Peer().pd, 3 * 4096 + 8, kAtomicAccess);
+	Buf local(A().pd, 3 * 4096 + 64), res(A().pd, 64);
+	fill(remote.p, remote.len, 77);
+	memset(local.p, 0xee, local.len);
+	memset(res.p, 0xee, res.len);
+	set_word(remote, 0, 40);
+
+	for (uint64_t id = 1; id <= 3; id++) {
+		ibv_wc wc = run1(qa, read_wr(local, 1, remote, 8, 3 * 4096, id));
+		ASSERT_WC(wc, id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		EXPECT_TRUE(has_pattern(local.p + 1, 3 * 4096, 77, 8));
+	}
+	ibv_wc wc = run_atomic(qa, fetch_add(res, 8, remote, 0, 2, 4));
+	ASSERT_WC(wc, 4, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD);
+	EXPECT_EQ(word(res, 8), 40u);
+	EXPECT_EQ(word(remote, 0), 42u);
+	EXPECT_EQ(qb.state(), IBV_QPS_RTR);
+
+	ASSERT_EQ(rc_rts(qb, o.psn_b, o), 0);
+	Buf src(Peer().pd, 100), dst(A().pd, 100);
+	fill(src.p, src.len, 5);
+	ASSERT_EQ(post_recv(qa.qp, {dst.sge(0, 100)}, 9), 0);
+	EXPECT_WC(run1(qb, send_wr(src, 0, 100, 9)), 9, IBV_WC_SUCCESS);
+	EXPECT_WC(poll1(qa.rcq), 9, IBV_WC_SUCCESS, IBV_WC_RECV);
+	EXPECT_TRUE(has_pattern(dst.p, 100, 5));
+	// And A still reads from it.
+	wc = run1(qa, read_wr(local, 0, remote, 8, 64, 10));
+	EXPECT_WC(wc, 10, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	EXPECT_TRUE(has_pattern(local.p, 64, 77, 8));
+}
+
 // Two QPs add to one counter: the sum is exact and every fetch-add saw a
 // different value.
 TEST_P(Atomic, ManyFromTwoQpsOnOneCounter)

@@ -57,6 +57,26 @@ TEST(Fair, ASenderUnderOneMbitStillHasADemand) {
     EXPECT_NEAR(mrc_fair_rx_share(&f, 1, 5000), MRC_FAIR_FULL * 16 / 100, MRC_FAIR_FULL / 100);
 }
 
+// A light sender's demand is of the link as it is now: on a link renegotiated from 10 to 1
+// Gbit/s, 100 Mbit/s is a tenth of it, no longer a hundredth.
+TEST(Fair, ARenegotiatedLinkSharesItsNewRate) {
+    mrc_fair_rx f;
+    mrc_fair_rx_init(&f, 10000);
+    sends(f, {{1, 100}, {2, 9000}}, 5000);
+    EXPECT_NEAR(mrc_fair_rx_share(&f, 1, 5000), MRC_FAIR_FULL * 2 / 100, MRC_FAIR_FULL / 200);
+    mrc_fair_rx_set_capacity(&f, 1000);
+    EXPECT_NEAR(mrc_fair_rx_share(&f, 1, 5000), MRC_FAIR_FULL * 2 / 10, MRC_FAIR_FULL / 100);
+}
+
+// A receiver that does not know its rate caps no one by demand; it sends no grant at all (the
+// soft-NIC leaves the share out when the capacity is 0), and nothing divides by it.
+TEST(Fair, AnUnknownCapacityCapsNoOne) {
+    mrc_fair_rx f;
+    mrc_fair_rx_init(&f, 0);
+    sends(f, {{1, 100}, {2, 9000}}, 5000);
+    EXPECT_EQ(mrc_fair_rx_share(&f, 1, 5000), MRC_FAIR_FULL / 2);
+}
+
 TEST(Fair, SilentSendersStopCounting) {
     mrc_fair_rx f;
     mrc_fair_rx_init(&f, 10000);

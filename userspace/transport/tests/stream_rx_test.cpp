@@ -55,6 +55,22 @@ TEST(StreamRx, MessagesCompleteInOrderOnceEveryEarlierSegmentIsIn) {
     EXPECT_EQ(rx.map.cum, 104u);
 }
 
+// protocol-v2.md 9.1: the peer answered our READ from RTR, so its stream starts at our own first
+// SSN (100000), not at the 100 the connection gave; moved before anything is taken, never after.
+TEST(StreamRx, AStreamBegunInRtrStartsWhereOursDid) {
+    mrc_stream_rx rx;
+    mrc_stream_rx_init(&rx, 100, 0, 16);
+    const mrc_hdr second = seg(MRC_OP_READ_RESP, 100001, 7, 1024, 2048);
+    EXPECT_EQ(mrc_stream_rx_check(&rx, &second), MRC_SEG_BEYOND);
+    EXPECT_TRUE(mrc_stream_rx_rebase(&rx, 100000));
+    EXPECT_EQ(rx.map.cum, 100000u);
+    EXPECT_EQ(take(rx, second, 1024), MRC_SEG_TAKE);
+    EXPECT_EQ(take(rx, seg(MRC_OP_READ_RESP, 100000, 7, 0, 2048), 1024), MRC_SEG_TAKE);
+    EXPECT_EQ(rx.map.cum, 100002u);
+    EXPECT_FALSE(mrc_stream_rx_rebase(&rx, 100000));
+    EXPECT_EQ(rx.map.cum, 100002u);
+}
+
 TEST(StreamRx, AResendOfAnAcceptedSegmentIsNotTakenAgain) {
     mrc_stream_rx rx;
     mrc_stream_rx_init(&rx, 0, 0, 16);

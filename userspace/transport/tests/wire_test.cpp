@@ -259,9 +259,9 @@ TEST_F(Refused, UnknownOpcodes) {
 }
 
 TEST_F(Refused, ReservedBitsAndFields) {
-    send_[0] |= 0x8;
-    EXPECT_EQ(parse_send(), MRC_WIRE_RESERVED);
-    send_[0] &= ~0x8;
+    send_[0] |= MRC_F_EARLY;  // a segment of a stream begun in RTR (section 9.1)
+    EXPECT_EQ(parse_send(), MRC_WIRE_OK);
+    send_[0] &= ~MRC_F_EARLY;
     send_[3] = 1;
     EXPECT_EQ(parse_send(), MRC_WIRE_RESERVED);
 
@@ -292,6 +292,9 @@ TEST_F(Refused, ReservedBitsAndFields) {
     u.hdr.msg_len = 1;
     b = build(u, Bytes(1, 0));
     b[15] = 1;  // a datagram is in no stream
+    EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
+    b[15] = 0;
+    b[0] |= MRC_F_EARLY;  // nor in any stream's beginning
     EXPECT_EQ(parse(b, &p_), MRC_WIRE_RESERVED);
 }
 

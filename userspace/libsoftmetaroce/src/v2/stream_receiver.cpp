@@ -16,6 +16,12 @@ StreamReceiver::StreamReceiver(uint32_t first_ssn, uint32_t first_msn, uint32_t 
       reported_msn_(first_msn),
       done_msn_(first_msn) {}
 
+bool StreamReceiver::rebase(uint32_t first_ssn) {
+    if (accepted_ != 0 || refusing_ || queued_requests_ != 0) return false;
+    map_ = StreamMap(first_ssn);
+    return true;
+}
+
 SegVerdict StreamReceiver::classify(const Segment& s) const {
     // Appendix A: the map names cum + 1 .. cum + 4095, and cum is the first not accepted.
     if (seq_diff(s.ssn, cum()) >= static_cast<int32_t>(kStreamMapBits)) return SegVerdict::Beyond;

@@ -211,11 +211,12 @@ WireError parse(std::span<const uint8_t> bytes, WirePacket& out) {
     // they use no sequence, floor, stream, SSN or MSN; an ACK has no flags, offset or length.
     const bool ack = r.ext == kAck;
     const bool unsequenced = !r.seg;
-    if (out.flags & 0x8) return WireError::Reserved;
     if (ack && out.flags != 0) return WireError::Reserved;
-    // ACK_REQ and RETX are about a path's sequence: a datagram has none (settled by the
+    // ACK_REQ, RETX and EARLY are about sequences: a datagram has none (settled by the
     // differential test, protocol-v2.md section 7).
-    if (unsequenced && (out.flags & (kFlagAckReq | kFlagRetx))) return WireError::Reserved;
+    if (unsequenced && (out.flags & (kFlagAckReq | kFlagRetx | kFlagEarly))) {
+        return WireError::Reserved;
+    }
     if (out.path >= kMaxPaths) return WireError::Path;
     if (b[3] != 0) return WireError::Reserved;
     if (unsequenced && out.seq != 0) return WireError::Reserved;

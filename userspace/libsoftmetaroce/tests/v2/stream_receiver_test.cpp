@@ -42,6 +42,20 @@ TEST(StreamReceiver, ASendCompletesWhenCumPassesItsLastSegment) {
     EXPECT_EQ(rx.accepted(), 3u);
 }
 
+// Section 9.1: the peer answered our READ from RTR, so its stream starts at our own first SSN
+// (100000), not at the 100 the connection gave; moved before anything is taken, never after.
+TEST(StreamReceiver, AStreamBegunInRtrStartsWhereOursDid) {
+    StreamReceiver rx(100, 0, kMaxRequests);
+    EXPECT_EQ(rx.check(Segment{Op::ReadResp, 100001, 7, 1024, 2048, 1024}), SegVerdict::Beyond);
+    EXPECT_TRUE(rx.rebase(100000));
+    EXPECT_EQ(rx.cum(), 100000u);
+    take(rx, Segment{Op::ReadResp, 100001, 7, 1024, 2048, 1024});
+    take(rx, Segment{Op::ReadResp, 100000, 7, 0, 2048, 1024});
+    EXPECT_EQ(rx.cum(), 100002u);
+    EXPECT_FALSE(rx.rebase(100000));
+    EXPECT_EQ(rx.cum(), 100002u);
+}
+
 TEST(StreamReceiver, ALastSegmentArrivingFirstWaitsForTheRest) {
     StreamReceiver rx(0, 0, kMaxRequests);
     take(rx, send(2, 0, 2048, 3000, 952));

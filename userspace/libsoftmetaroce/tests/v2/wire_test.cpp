@@ -315,7 +315,7 @@ TEST(Wire, RefusesReservedFields) {
         b[at] = v;
         return parse_bytes(b);
     };
-    EXPECT_EQ(with(op(Op::Send), 0, 0x28), WireError::Reserved);  // flag 0x8
+    EXPECT_EQ(with(op(Op::Send), 0, 0x28), WireError::Ok);  // EARLY: a stream begun in RTR
     EXPECT_EQ(with(op(Op::Send), 3, 0x01), WireError::Reserved);
     EXPECT_EQ(with(op(Op::Write), 32 + 12, 0x01), WireError::Reserved);    // RETH 12-15
     EXPECT_EQ(with(op(Op::ReadReq), 32 + 15, 0x80), WireError::Reserved);  // RETH 12-15
@@ -325,15 +325,18 @@ TEST(Wire, RefusesReservedFields) {
     EXPECT_EQ(with(kOpAck, 32 + 42, 0x01), WireError::Reserved);  // ACK 42-43
     EXPECT_EQ(with(kOpAck, 32 + 43, 0x01), WireError::Reserved);
     // An ACK's flags, sequence, floor, stream, SSN, MSN, offset and length.
-    for (const uint8_t f : {0x21, 0x22, 0x24}) EXPECT_EQ(with(kOpAck, 0, f), WireError::Reserved);
+    for (const uint8_t f : {0x21, 0x22, 0x24, 0x28}) {
+        EXPECT_EQ(with(kOpAck, 0, f), WireError::Reserved);
+    }
     for (size_t at = 8; at < 32; ++at) EXPECT_EQ(with(kOpAck, at, 1), WireError::Reserved) << at;
-    // A datagram's sequence, floor, stream, SSN, MSN, and the flags about a path's sequence
-    // (ACK_REQ, RETX); SOLICITED is its own.
+    // A datagram's sequence, floor, stream, SSN, MSN, and the flags about sequences (ACK_REQ,
+    // RETX, EARLY); SOLICITED is its own.
     for (const uint8_t o : {kOpUdSend, kOpUdSendImm}) {
         for (size_t at = 8; at < 24; ++at) EXPECT_EQ(with(o, at, 1), WireError::Reserved) << at;
         EXPECT_EQ(with(o, 0, 0x24), WireError::Ok);
         EXPECT_EQ(with(o, 0, 0x21), WireError::Reserved);
         EXPECT_EQ(with(o, 0, 0x22), WireError::Reserved);
+        EXPECT_EQ(with(o, 0, 0x28), WireError::Reserved);
     }
     // A floor the opcode does not use is Reserved, not Floor.
     EXPECT_EQ(with(kOpUdSend, 13, 0xff), WireError::Reserved);
@@ -455,9 +458,6 @@ TEST(Wire, ARefusalNamesTheFirstRuleBroken) {
     b[13] = 255;     // floor
     b.push_back(0);  // payload
     EXPECT_EQ(parse_bytes(b), WireError::Path);
-    b[0] = 0x28;  // reserved flag, byte 0
-    EXPECT_EQ(parse_bytes(b), WireError::Reserved);
-    b[0] = 0x20;
     b[2] = 0;
     EXPECT_EQ(parse_bytes(b), WireError::Reserved);
     b[3] = 0;

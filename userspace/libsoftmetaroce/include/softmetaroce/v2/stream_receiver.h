@@ -36,6 +36,9 @@ class StreamReceiver {
         if (queued_requests_ >= kMaxRequests) return true;
         return queued_requests_ >= max_requests_ && seq_after(ssn, newest_request_);
     }
+    // Section 9.1: a stream its sender began in RTR starts where ours did, first_ssn. Moved
+    // there only while nothing of it was taken, queued or refused; false after.
+    bool rebase(uint32_t first_ssn);
     // The caller could not take a segment check() gave it (RNR). True: send a NAK for it.
     bool refuse(uint32_t ssn);
     // Records a segment check() took in the stream map; ignored if check() would not take it.

@@ -19,6 +19,7 @@ constexpr uint8_t kOpAck = 0x10;
 constexpr uint8_t kFlagAckReq = 0x1;
 constexpr uint8_t kFlagRetx = 0x2;
 constexpr uint8_t kFlagSolicited = 0x4;
+constexpr uint8_t kFlagEarly = 0x8;  // section 9.1: the stream began in its sender's RTR
 constexpr uint8_t kMaxPaths = 64;
 
 // NAK syndromes (section 7's NAK extension, section 9.2).
@@ -43,7 +44,7 @@ enum class WireError {
 
 struct WirePacket {
     // transport header (32 bytes)
-    uint8_t flags = 0;  // low 4 bits of byte 0: ACK_REQ 0x1, RETX 0x2, SOLICITED 0x4
+    uint8_t flags = 0;  // low 4 bits of byte 0: ACK_REQ 0x1, RETX 0x2, SOLICITED 0x4, EARLY 0x8
     uint8_t opcode = 0;
     uint8_t path = 0;
     uint32_t conn = 0, seq = 0;
