@@ -51,6 +51,7 @@ struct mrs_request {
 struct mrs_response {
 	u8 op;			/* MRC_OP_READ_RESP, _ATOMIC_RESP, _NAK */
 	bool fail_after;	/* an error NAK: the QP fails once it is sent */
+	bool revoked;		/* READ: its MR went; nothing more is sent */
 	u32 req_ssn;		/* the request (or segment) answered: the MSN */
 	u32 first_ssn;
 	u32 nsegs, opened, delivered;
@@ -140,6 +141,7 @@ bool mrs_queue_nak(struct mrs_qp *mq, u8 syndrome, u8 arg, u32 ssn,
 		   bool fail_after);
 void mrs_refuse(struct mrs_qp *mq, u8 syndrome, u32 ssn);
 void mrs_check_refusal(struct mrs_qp *mq);
+void mrs_refuse_revoked_read(struct mrs_qp *mq, u32 ssn);
 bool mrs_response_waiting(struct mrs_qp *mq);
 bool mrs_next_response(struct mrs_qp *mq, struct mrc_seg_out *out);
 bool mrs_resend_response(struct mrs_qp *mq, u32 ssn, struct mrc_seg_out *out);

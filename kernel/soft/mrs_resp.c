@@ -118,6 +118,39 @@ void mrs_check_refusal(struct mrs_qp *mq)
 		mq->nak_due = false;
 }
 
+/*
+ * Segment @ssn of a READ response could not be built: its MR was
+ * deregistered (or rereg'd) under it, and nothing may read it again. The
+ * READ is refused with an access error, as for a bad key, and nothing
+ * more of it is sent. One error NAK goes, naming the oldest READ so
+ * refused, and the QP fails once it is out.
+ */
+void mrs_refuse_revoked_read(struct mrs_qp *mq, u32 ssn)
+{
+	struct mrs_response *r = mrs_response_of(mq, ssn), *nak = NULL;
+	u32 i;
+
+	if (!r || r->op != MRC_OP_READ_RESP || r->revoked ||
+	    ssn - r->first_ssn >= r->opened)
+		return;
+	r->revoked = true;
+	for (i = mq->resp_head; i != mq->resp_tail && !nak; i++) {
+		nak = mrs_response_at(mq, i);
+		if (nak->op != MRC_OP_NAK || !nak->fail_after)
+			nak = NULL;
+	}
+	if (!mq->failing) {
+		metaroce_count(mq->sqp->qp->mdev, REMOTE_ACCESS_ERR);
+		mrs_queue_nak(mq, MRC_NAK_REMOTE_ACCESS, 0, r->req_ssn, true);
+	} else if (nak && !nak->opened &&
+		   mrc_seq_diff(r->req_ssn, nak->nak.ssn) < 0) {
+		/* The error NAK not yet out names the oldest refusal. */
+		nak->req_ssn = r->req_ssn;
+		nak->nak.ssn = r->req_ssn;
+		nak->nak.syndrome = MRC_NAK_REMOTE_ACCESS;
+	}
+}
+
 static void run_read(struct mrs_qp *mq, const struct mrs_request *q)
 {
 	struct metaroce_qp *qp = mq->sqp->qp;
@@ -227,15 +260,18 @@ static void describe(struct mrs_qp *mq, u32 index, u32 ssn,
 	}
 }
 
+/* Whether response @r has segments left to open. */
+static bool to_open(const struct mrs_response *r)
+{
+	return r->opened < r->nsegs && !r->revoked;
+}
+
 /* Whether a response has segments to open. */
 bool mrs_response_waiting(struct mrs_qp *mq)
 {
-	for (; mq->resp_send != mq->resp_tail; mq->resp_send++) {
-		struct mrs_response *r = mrs_response_at(mq, mq->resp_send);
-
-		if (r->opened < r->nsegs)
+	for (; mq->resp_send != mq->resp_tail; mq->resp_send++)
+		if (to_open(mrs_response_at(mq, mq->resp_send)))
 			return true;
-	}
 	return false;
 }
 
@@ -249,7 +285,7 @@ bool mrs_next_response(struct mrs_qp *mq, struct mrc_seg_out *out)
 	BUILD_BUG_ON(MRS_MAX_RESPONSES > 256);
 	for (; mq->resp_send != mq->resp_tail; mq->resp_send++) {
 		r = mrs_response_at(mq, mq->resp_send);
-		if (r->opened == r->nsegs)
+		if (!to_open(r))
 			continue;
 		if (!mrc_stream_tx_can_open(&mq->stx))
 			return false;
@@ -271,7 +307,7 @@ bool mrs_resend_response(struct mrs_qp *mq, u32 ssn, struct mrc_seg_out *out)
 {
 	struct mrs_response *r = mrs_response_of(mq, ssn);
 
-	if (!r || ssn - r->first_ssn >= r->opened)
+	if (!r || r->revoked || ssn - r->first_ssn >= r->opened)
 		return false;
 	describe(mq, r - mq->resps, ssn, out);
 	return true;

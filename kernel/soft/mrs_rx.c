@@ -237,42 +237,66 @@ static bool refused_by_rnr(void *ctx, u64 cookie)
 }
 
 /*
- * The peer refused a segment of ours (section 9.2). RNR: what it refused
- * is handed back at once, and nothing is sent again for the peer's timer;
- * then it goes again, up to rnr_retry times per message. Otherwise the
- * work request fails with the peer's error, in its turn.
+ * An RNR NAK (section 9.2): what the peer refused is handed back at once,
+ * and nothing is sent again for its timer; then it goes again, up to
+ * rnr_retry times per message. False when the retries are used up.
+ */
+static bool rnr_wait(struct metaroce_soft_qp *sqp, const struct mrc_nak *nak)
+{
+	struct metaroce_qp *qp = sqp->qp;
+	struct mrs_qp *mq = sqp->v2;
+	u32 i;
+
+	mq->rnr_ssn = nak->ssn;
+	for (i = 0; i < mq->num_paths; i++)
+		mrc_path_tx_refused(&mq->ptx[i], refused_by_rnr, &mrs_path_ops,
+				    mq);
+	/* The peer is there: no retry timeout while it says RNR. */
+	mq->progress_us = mrs_now_us();
+	/* 7 is infinite (IBA 9.7.5.2.8) */
+	if (qp->attr.rnr_retry == 7 ||
+	    ++mq->rnr_retries <= qp->attr.rnr_retry) {
+		mq->rnr_until_us = mrs_now_us() + rnr_timer_us[nak->arg % 32];
+		return true;
+	}
+	metaroce_count(qp->mdev, RNR_RETRY_EXCEEDED);
+	return false;
+}
+
+/*
+ * The peer refused a segment of ours (section 9.2). RNR: see rnr_wait();
+ * once the retries are used up the work request fails in its turn. An
+ * error NAK: the peer's QP failed as it sent it, and answers nothing
+ * more, so ours fails now: what the peer acknowledged before completes,
+ * the refused work request with the error, the rest is flushed. A NAK
+ * naming a work request already complete (a READ whose answer reached us
+ * before the peer found its MR gone) refuses the oldest one not complete.
  */
 static void take_nak(struct metaroce_soft_qp *sqp, const struct mrc_nak *nak)
 {
 	struct metaroce_qp *qp = sqp->qp;
 	struct mrs_qp *mq = sqp->v2;
 	struct soft_swqe *swqe;
+	bool found;
 	u8 status;
-	u32 wr, i;
+	u32 wr;
 
 	metaroce_count(qp->mdev, RX_NAKS);
-	if (!mrc_req_wr_of(&mq->req, nak->ssn, &wr))
-		return;
-	swqe = &sqp->req.swqes[wr & (qp->sq.num_slots - 1)];
+	found = mrc_req_wr_of(&mq->req, nak->ssn, &wr);
 	if (nak->syndrome == MRC_NAK_RNR) {
-		mq->rnr_ssn = nak->ssn;
-		for (i = 0; i < mq->num_paths; i++)
-			mrc_path_tx_refused(&mq->ptx[i], refused_by_rnr,
-					    &mrs_path_ops, mq);
-		/* The peer is there: no retry timeout while it says RNR. */
-		mq->progress_us = mrs_now_us();
-		/* 7 is infinite (IBA 9.7.5.2.8) */
-		if (qp->attr.rnr_retry == 7 ||
-		    ++mq->rnr_retries <= qp->attr.rnr_retry) {
-			mq->rnr_until_us = mrs_now_us() +
-					   rnr_timer_us[nak->arg % 32];
+		if (!found || rnr_wait(sqp, nak))
 			return;
-		}
-		metaroce_count(qp->mdev, RNR_RETRY_EXCEEDED);
 		status = IB_WC_RNR_RETRY_EXC_ERR;
 	} else {
 		status = nak_status(nak->syndrome);
+		soft_qp_fail(qp);
+		if (!found) {
+			if (mq->req.head == mq->req.tail)
+				return;
+			wr = mq->req.head;
+		}
 	}
+	swqe = &sqp->req.swqes[wr & (qp->sq.num_slots - 1)];
 	if (swqe->status == IB_WC_SUCCESS)
 		swqe->status = status;
 	mrc_req_refused(&mq->req, wr);
@@ -348,18 +372,6 @@ static enum mrs_take take_segment(struct metaroce_soft_qp *sqp,
 	return t;
 }
 
-/* The paths with arrivals not yet acknowledged. */
-static u64 paths_unacked(const struct mrs_qp *mq)
-{
-	u64 paths = 0;
-	u32 i;
-
-	for (i = 0; i < MRC_MAX_PATHS; i++)
-		if (mq->prx[i].unacked)
-			paths |= BIT_ULL(i);
-	return paths;
-}
-
 /* Completes, in MSN order, the messages whose every segment is in. */
 static void complete_recvs(struct metaroce_soft_qp *sqp)
 {
@@ -395,9 +407,8 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 	struct metaroce_qp *qp = sqp->qp;
 	struct mrs_qp *mq = sqp->v2;
 	enum mrc_rx_ack ack = MRC_RX_DROP;
-	u64 now, ack_first = 0;
-	bool kick, failing;
-	u32 i;
+	bool kick;
+	u64 now;
 
 	spin_lock_bh(&sqp->resp.lock);
 	now = mrs_now_us();
@@ -437,11 +448,6 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 			metaroce_count(qp->mdev, RX_MALFORMED);
 			goto unlock;
 		case MRS_REFUSED:
-			/*
-			 * What came before is acknowledged now: the QP fails
-			 * once the NAK is out, and its timer with it.
-			 */
-			ack_first = paths_unacked(mq);
 			goto unlock;
 		}
 		break;
@@ -454,15 +460,8 @@ static void rx_segment(struct metaroce_soft_qp *sqp, struct mrs_rx_pkt *rp)
 	else if (ack == MRC_RX_ACK_LATER)
 		mq->ack_due |= BIT(h->path);
 	complete_recvs(sqp);
-	failing = mq->failing;
 	mrs_check_refusal(mq);
 	mrs_run_requests(mq);
-	/*
-	 * An error NAK now queued fails the QP once sent, and its timer with
-	 * it: what came before is acknowledged now, not by a delayed ACK.
-	 */
-	if (mq->failing && !failing)
-		ack_first = paths_unacked(mq);
 	mrs_complete(sqp);
 unlock:
 	kick = mrs_response_waiting(mq) || mq->stx.resend_len ||
@@ -470,9 +469,6 @@ unlock:
 	mrs_arm_timer(mq);
 	spin_unlock_bh(&sqp->resp.lock);
 
-	for (i = 0; i < MRC_MAX_PATHS; i++)
-		if (ack_first & BIT_ULL(i))
-			mrs_send_ack(sqp, i);
 	if (ack == MRC_RX_ACK_NOW)
 		mrs_send_ack(sqp, h->path);
 	if (kick)

@@ -353,10 +353,8 @@ static struct sk_buff *build_segment(struct metaroce_qp *qp,
  * No packet could be built. Without memory it is lost as on the wire (the
  * path's rules resend it). If a source MR was deregistered, nothing may
  * read it again: the work request fails with a local protection error,
- * and the QP with it.
- *
- * A READ response whose MR was deregistered under it cannot be answered:
- * the READ is refused (a remote operation error), and our QP fails.
+ * and the QP with it. A READ response whose MR was deregistered under it
+ * refuses its READ (mrs_refuse_revoked_read()).
  */
 static void build_failed(struct metaroce_soft_qp *sqp,
 			 const struct mrs_plan *plan)
@@ -370,8 +368,7 @@ static void build_failed(struct metaroce_soft_qp *sqp,
 	}
 	spin_lock_bh(&sqp->resp.lock);
 	if (!plan->swqe)
-		mrs_queue_nak(sqp->v2, MRC_NAK_REMOTE_OP, 0,
-			      plan->pkt.hdr.msn, true);
+		mrs_refuse_revoked_read(sqp->v2, plan->pkt.hdr.ssn);
 	else if (plan->swqe->status == IB_WC_SUCCESS)
 		plan->swqe->status = IB_WC_LOC_PROT_ERR;
 	spin_unlock_bh(&sqp->resp.lock);
@@ -379,6 +376,27 @@ static void build_failed(struct metaroce_soft_qp *sqp,
 		soft_qp_fail(sqp->qp);
 	else
 		soft_schedule_tx(sqp);
+}
+
+/*
+ * An error NAK is about to go: the QP fails once it is out, and its
+ * delayed ACKs with it, so every path with arrivals not yet acknowledged
+ * is acknowledged first. The stream has everything before the refused
+ * segment, and the peer completes it (protocol-v2.md section 9.2). Nothing
+ * arrives meanwhile: a failing stream takes nothing more.
+ */
+static void ack_before_failing(struct metaroce_soft_qp *sqp)
+{
+	unsigned long paths = 0;
+	u32 i;
+
+	spin_lock_bh(&sqp->resp.lock);
+	for (i = 0; i < MRC_MAX_PATHS; i++)
+		if (sqp->v2->prx[i].unacked)
+			paths |= BIT(i);
+	spin_unlock_bh(&sqp->resp.lock);
+	for_each_set_bit(i, &paths, MRC_MAX_PATHS)
+		mrs_send_ack(sqp, i);
 }
 
 /* An error NAK went out: the responder's QP fails, as in IB. */
@@ -402,6 +420,8 @@ static void send_plan(struct metaroce_soft_qp *sqp, const struct mrs_plan *plan)
 		build_failed(sqp, plan);
 		return;
 	}
+	if (plan->fail_after)
+		ack_before_failing(sqp);
 	/* Routes are cached per path; a new route may hash elsewhere. */
 	if (dst->route != plan->route) {
 		dst_cache_reset(&dst->cache);
