@@ -42,6 +42,7 @@ static const struct rdma_stat_desc counter_descs[] = {
 	[METAROCE_CNT_RNR_RETRY_EXCEEDED].name	= "rnr_retry_exceeded",
 	[METAROCE_CNT_PATH_FAILED].name		= "path_failed",
 	[METAROCE_CNT_PATH_RECOVERED].name	= "path_recovered",
+	[METAROCE_CNT_PATH_MOVED].name		= "path_moved",
 	[METAROCE_CNT_CQ_OVERFLOW].name		= "cq_overflow",
 	[METAROCE_CNT_OBJ_LIMIT].name		= "obj_limit_refused",
 	[METAROCE_CNT_DEREG_ZC_TIMEOUT].name	= "dereg_zc_timeout",

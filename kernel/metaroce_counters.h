@@ -45,6 +45,7 @@ enum metaroce_counter {
 	METAROCE_CNT_RNR_RETRY_EXCEEDED,
 	METAROCE_CNT_PATH_FAILED,
 	METAROCE_CNT_PATH_RECOVERED,
+	METAROCE_CNT_PATH_MOVED,	/* v2: a path took another route */
 	METAROCE_CNT_CQ_OVERFLOW,
 	METAROCE_CNT_OBJ_LIMIT,		/* creation refused: at the limit */
 	METAROCE_CNT_DEREG_ZC_TIMEOUT,	/* dereg gave up waiting for packets */

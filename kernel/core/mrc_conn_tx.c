@@ -46,18 +46,18 @@ enum mrc_ack_verdict mrc_conn_tx_ack(struct mrc_conn_tx *conn, u32 path,
 		return MRC_ACK_INVALID;
 	tx = &conn->paths[path];
 	v = mrc_path_tx_ack(tx, ack, now, ops, ctx);
-	if (tx->repath_wanted == MRC_REPATH_LOSS) {
-		mrc_path_tx_new_route(tx, mrc_conn_tx_new_entropy(conn, path));
-	} else if (tx->repath_wanted == MRC_REPATH_MARKS) {
+	if (tx->repath_wanted == MRC_REPATH_MARKS) {
 		tx->repath_wanted = MRC_REPATH_NONE;
-		for (j = 0; j < conn->num_paths; j++) {
-			if (j != path && 2 * conn->paths[j].alpha < tx->alpha) {
-				mrc_path_tx_new_route(tx,
-						      mrc_conn_tx_new_entropy(conn, path));
+		for (j = 0; j < conn->num_paths; j++)
+			if (j != path && 2 * conn->paths[j].alpha < tx->alpha)
 				break;
-			}
-		}
+		if (j == conn->num_paths)
+			return v;
+	} else if (tx->repath_wanted != MRC_REPATH_LOSS) {
+		return v;
 	}
+	mrc_path_tx_new_route(tx, mrc_conn_tx_new_entropy(conn, path));
+	mrc_path_report(ops, ctx, MRC_PATH_EV_NEW_ROUTE);
 	return v;
 }
 

@@ -115,11 +115,29 @@ struct mrc_path_tx {
 	u64 refused;		/* handed back by mrc_path_tx_refused() */
 };
 
-/* Where a path's acknowledgements and losses go: the stream layer. */
+/* What happened to a path as a whole, for counters (mrc_path_ops.event). */
+enum mrc_path_event {
+	MRC_PATH_EV_FAILED,	/* its probe timeouts declared it failed */
+	MRC_PATH_EV_RECOVERED,	/* a failed path's probe was acknowledged */
+	MRC_PATH_EV_NEW_ROUTE,	/* it moved to another route (entropy) */
+};
+
+/*
+ * Where a path's acknowledgements and losses go: the stream layer; and
+ * its events, for whoever counts them (@event may be NULL).
+ */
 struct mrc_path_ops {
 	void (*acked)(void *ctx, u64 cookie);
 	void (*lost)(void *ctx, u64 cookie);
+	void (*event)(void *ctx, enum mrc_path_event ev);
 };
+
+static inline void mrc_path_report(const struct mrc_path_ops *ops, void *ctx,
+				   enum mrc_path_event ev)
+{
+	if (ops->event)
+		ops->event(ctx, ev);
+}
 
 enum mrc_ack_verdict {
 	MRC_ACK_OK,

@@ -251,6 +251,17 @@ static void note_arrival(struct mrc_path_tx *tx, u32 seq)
 	tx->any_acked = true;
 }
 
+/* An ACK of its packets shows a failed path alive again. */
+static void recover(struct mrc_path_tx *tx, const struct mrc_path_ops *ops,
+		    void *ctx)
+{
+	if (tx->state != MRC_PATH_FAILED)
+		return;
+	tx->state = MRC_PATH_ACTIVE;
+	tx->backoff_us = MRC_MIN_BACKOFF_US;
+	mrc_path_report(ops, ctx, MRC_PATH_EV_RECOVERED);
+}
+
 /* An ACK may name only what was sent: anything else is forged or broken. */
 static bool ack_valid(const struct mrc_path_tx *tx,
 		      const struct mrc_path_ack *ack)
@@ -330,10 +341,8 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 			ops->acked(ctx, s->cookie);
 		}
 	}
-	if (probe_arrived && tx->state == MRC_PATH_FAILED) {
-		tx->state = MRC_PATH_ACTIVE;
-		tx->backoff_us = MRC_MIN_BACKOFF_US;
-	}
+	if (probe_arrived)
+		recover(tx, ops, ctx);
 	if (!newly) {
 		/* a later arrival may have made an old one overdue */
 		detect_losses(tx, now, ops, ctx);
@@ -352,10 +361,7 @@ enum mrc_ack_verdict mrc_path_tx_ack(struct mrc_path_tx *tx,
 	 */
 	tx->pto_from_us = now;
 	tx->ptos = 0;
-	if (tx->state == MRC_PATH_FAILED) {
-		tx->state = MRC_PATH_ACTIVE;
-		tx->backoff_us = MRC_MIN_BACKOFF_US;
-	}
+	recover(tx, ops, ctx);
 	cc_on_ack(tx, newly, ack->ce);
 	detect_losses(tx, now, ops, ctx);
 	advance_una(tx);
@@ -467,12 +473,15 @@ void mrc_path_tx_timer(struct mrc_path_tx *tx, u64 now, u16 new_entropy,
 		if (tx->state == MRC_PATH_FAILED) {
 			/* the probe was lost: another route, a longer wait */
 			mrc_path_tx_new_route(tx, new_entropy);
+			mrc_path_report(ops, ctx, MRC_PATH_EV_NEW_ROUTE);
 			retry_later(tx, now);
 		} else if (++tx->ptos >= MRC_FAIL_PTOS) {
 			tx->state = MRC_PATH_FAILED;
 			tx->failures++;
+			mrc_path_report(ops, ctx, MRC_PATH_EV_FAILED);
 			tx->ptos = 0;	/* a probe waits one PTO */
 			mrc_path_tx_new_route(tx, new_entropy);
+			mrc_path_report(ops, ctx, MRC_PATH_EV_NEW_ROUTE);
 			tx->cwnd = tx->cwnd / 4 > MRC_CWND_ONE ?
 				   tx->cwnd / 4 : MRC_CWND_ONE;
 			retry_later(tx, now);

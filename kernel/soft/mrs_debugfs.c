@@ -15,7 +15,7 @@ static void show_paths(struct seq_file *m, const struct mrs_qp *mq)
 	for (i = 0; i < mq->num_paths; i++) {
 		const struct mrc_path_tx *p = &mq->ptx[i];
 
-		seq_printf(m, "  path %u: sport %u %s next %u una %u out %u cwnd %u.%02u srtt %uus min %uus ptos %u sent %llu acked %llu lost %llu spurious %llu refused %llu marked %llu failures %llu repaths %llu\n",
+		seq_printf(m, "  path %u: sport %u state %s next %u una %u out %u cwnd %u.%02u srtt %uus min %uus ptos %u sent %llu acked %llu lost %llu spurious %llu refused %llu marked %llu failures %llu repaths %llu\n",
 			   i, MRC_ENTROPY_BASE | p->entropy,
 			   p->state == MRC_PATH_ACTIVE ? "active" : "failed",
 			   p->next_seq, p->una, p->in_flight,

@@ -41,9 +41,28 @@ static void path_lost(void *ctx, u64 cookie)
 	mrc_stream_tx_lost(&mq->stx, (u32)cookie, (int)(cookie >> 32));
 }
 
+/* The device's counters of path failures, recoveries and route moves. */
+static void path_event(void *ctx, enum mrc_path_event ev)
+{
+	struct metaroce_dev *mdev = ((struct mrs_qp *)ctx)->sqp->qp->mdev;
+
+	switch (ev) {
+	case MRC_PATH_EV_FAILED:
+		metaroce_count(mdev, PATH_FAILED);
+		break;
+	case MRC_PATH_EV_RECOVERED:
+		metaroce_count(mdev, PATH_RECOVERED);
+		break;
+	case MRC_PATH_EV_NEW_ROUTE:
+		metaroce_count(mdev, PATH_MOVED);
+		break;
+	}
+}
+
 const struct mrc_path_ops mrs_path_ops = {
 	.acked = path_acked,
 	.lost = path_lost,
+	.event = path_event,
 };
 
 /*

@@ -43,7 +43,7 @@ struct Events {
 
 void c_acked(void *ctx, u64 cookie) { static_cast<Events *>(ctx)->acked.push_back(cookie); }
 void c_lost(void *ctx, u64 cookie) { static_cast<Events *>(ctx)->lost.push_back(cookie); }
-const mrc_path_ops kOps = {c_acked, c_lost};
+const mrc_path_ops kOps = {c_acked, c_lost, nullptr};
 
 // The core hands one context to the refusal test and to the events: the events come first.
 struct RefusalEvents : Events {

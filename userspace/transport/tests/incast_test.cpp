@@ -56,7 +56,7 @@ class IncastSim {
     }
 
     Outcome run() {
-        const mrc_path_ops ops = {on_acked, on_lost};
+        const mrc_path_ops ops = {on_acked, on_lost, nullptr};
         u64 now = 0;
         // "Late" is from a millisecond after every sender has heard its first ACK: by then the
         // grants have taken hold. (Before it, a sender whose whole first window the incast

@@ -83,7 +83,7 @@ class Sim {
     }
 
     Result run() {
-        const mrc_path_ops ops = {on_acked, on_lost};
+        const mrc_path_ops ops = {on_acked, on_lost, nullptr};
         u64 now = 0;
         while (!done()) {
             if (now > 60'000'000) {

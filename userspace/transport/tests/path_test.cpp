@@ -14,10 +14,13 @@ namespace {
 
 struct Events {
     std::vector<uint64_t> acked, lost;
+    std::vector<mrc_path_event> path;  // failed, recovered, new route
     static void on_acked(void *ctx, u64 c) { static_cast<Events *>(ctx)->acked.push_back(c); }
     static void on_lost(void *ctx, u64 c) { static_cast<Events *>(ctx)->lost.push_back(c); }
+    static void on_event(void *ctx, mrc_path_event e) { static_cast<Events *>(ctx)->path.push_back(e); }
 };
-const mrc_path_ops kOps = {Events::on_acked, Events::on_lost};
+const mrc_path_ops kOps = {Events::on_acked, Events::on_lost, Events::on_event};
+using Ev = std::vector<mrc_path_event>;
 
 class PathTest : public ::testing::Test {
   protected:
@@ -113,6 +116,7 @@ TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
     EXPECT_EQ(tx.state, MRC_PATH_FAILED);
     EXPECT_EQ(tx.entropy, 0x55);
     EXPECT_EQ(tx.route, 1);
+    EXPECT_EQ(ev.path, (Ev{MRC_PATH_EV_FAILED, MRC_PATH_EV_NEW_ROUTE}));
     EXPECT_FALSE(mrc_path_tx_can_send(&tx, now));
     EXPECT_EQ(mrc_path_tx_deadline(&tx), ~0ULL);  // nothing for the timer to do
     EXPECT_EQ(mrc_path_tx_retry_at(&tx), now + MRC_MIN_BACKOFF_US);
@@ -124,6 +128,8 @@ TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
     mrc_path_tx_timer(&tx, lost_at, 0x66, &kOps, &ev);
     EXPECT_EQ(tx.route, 2);
     EXPECT_EQ(tx.entropy, 0x66);
+    EXPECT_EQ(ev.path.size(), 3u);
+    EXPECT_EQ(ev.path.back(), MRC_PATH_EV_NEW_ROUTE);
     EXPECT_EQ(mrc_path_tx_retry_at(&tx), lost_at + 2 * MRC_MIN_BACKOFF_US);
     now = lost_at + 2 * MRC_MIN_BACKOFF_US;
     ASSERT_TRUE(mrc_path_tx_can_send(&tx, now));
@@ -134,6 +140,8 @@ TEST_F(PathTest, ProbeTimeoutLosesTheTailAndThreeFailThePath) {
     EXPECT_EQ(tx.state, MRC_PATH_ACTIVE);
     EXPECT_EQ(tx.ptos, 0u);
     EXPECT_EQ(ev.acked.back(), 20u);
+    EXPECT_EQ(ev.path.size(), 4u);
+    EXPECT_EQ(ev.path.back(), MRC_PATH_EV_RECOVERED);
 }
 
 // A burst that fills the window queues up behind itself: its ACKs keep coming
@@ -174,6 +182,7 @@ TEST_F(PathTest, AProbeThatArrivesLateRevivesThePath) {
     EXPECT_EQ(tx.spurious, 1u);
     EXPECT_EQ(tx.state, MRC_PATH_ACTIVE);
     EXPECT_EQ(tx.backoff_us, uint32_t{MRC_MIN_BACKOFF_US});
+    EXPECT_EQ(ev.path.back(), MRC_PATH_EV_RECOVERED);
 }
 
 TEST_F(PathTest, AckNamingWhatWasNotSentIsRefused) {
@@ -333,6 +342,7 @@ TEST(Repath, ARouteThatKeepsLosingAQuarterMovesAndRandomLossDoesNot) {
     EXPECT_EQ(paths[1].repaths, 1u);
     EXPECT_EQ(paths[1].route, 1);
     EXPECT_NE(paths[1].entropy, 8);
+    EXPECT_EQ(ev.path, Ev{MRC_PATH_EV_NEW_ROUTE});
 }
 
 TEST(ConnTx, AnAckForAPathItDoesNotHaveIsRefused) {
@@ -357,12 +367,14 @@ TEST(Repath, AMarkedRouteMovesOnlyWhenAnotherIsClearer) {
     windows(conn, 1, 2 * MRC_REPATH_WINDOWS, 16, 0, 19, ev);
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
     EXPECT_EQ(paths[0].repaths + paths[1].repaths, 0u);
+    EXPECT_TRUE(ev.path.empty());
     // Path 1 clears up; path 0 stays marked: it moves.
     windows(conn, 1, 40, 16, 0, 0, ev);
     windows(conn, 0, MRC_REPATH_WINDOWS, 16, 0, 19, ev);
     mrc_conn_tx_pick(&conn, MRC_NO_PATH, 0);
     EXPECT_EQ(paths[0].repaths, 1u);
     EXPECT_EQ(paths[1].repaths, 0u);
+    EXPECT_EQ(ev.path, Ev{MRC_PATH_EV_NEW_ROUTE});
 }
 
 // The receiver's grant: share x capacity x the paths' mean minimum RTT, in packets; no capacity
