@@ -123,6 +123,7 @@ static inline u64 mrs_now_us(void)
 
 /* mrs_qp.c */
 int mrs_qp_create(struct metaroce_soft_qp *sqp, gfp_t gfp);
+void mrs_cap_window(struct mrs_qp *mq);
 void mrs_qp_destroy(struct metaroce_soft_qp *sqp);
 void mrs_qp_quiesce(struct metaroce_soft_qp *sqp);
 void mrs_qp_reset(struct metaroce_soft_qp *sqp);

@@ -93,6 +93,7 @@ static void rx_ack(struct metaroce_soft_qp *sqp, const struct mrc_pkt *pkt)
 		metaroce_count(mdev, RX_ACKS);
 		mrc_conn_tx_grant(&mq->conn, pkt->ack.share,
 				  pkt->ack.capacity_mbps);
+		mrs_cap_window(mq);
 	}
 	if (mq->stx.delivered != delivered)
 		mq->progress_us = now;

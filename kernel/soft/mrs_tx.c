@@ -155,17 +155,35 @@ static void plan_common(struct metaroce_soft_qp *sqp,
 	plan->pkt.payload_len = out->payload_len;
 }
 
+/*
+ * Whether the send queue has nothing more to send once this segment is
+ * out: every work request taken is opened and none is posted behind it.
+ * Its last segment then asks for an ACK at once (protocol-v2.md section
+ * 4): the work request completes on that ACK, and a receiver's delayed
+ * ACK would add up to MRC_DELAYED_ACK_US to every round of a ping-pong
+ * (measured: ib_write_lat 581 us on v2 against 378 on v1 and 368 on rxe).
+ */
+static bool sq_idle_after(struct metaroce_soft_qp *sqp)
+{
+	return sqp->v2->req.send == sqp->v2->req.tail &&
+	       metaroce_queue_producer(&sqp->qp->sq) ==
+	       READ_ONCE(sqp->req.fetch_index);
+}
+
 static void plan_segment(struct metaroce_soft_qp *sqp,
 			 const struct mrc_seg_out *out, u32 path, bool retx,
 			 u64 now, struct mrs_plan *plan)
 {
 	struct metaroce_qp *qp = sqp->qp;
 
+	bool last = out->offset + out->payload_len == out->msg_len;
+
 	plan_common(sqp, out, path, retx, now, plan);
 	plan->swqe = &sqp->req.swqes[out->wr & (qp->sq.num_slots - 1)];
-	if ((plan->swqe->wqe.flags & METAROCE_WQE_SOLICITED) &&
-	    out->offset + out->payload_len == out->msg_len)
+	if ((plan->swqe->wqe.flags & METAROCE_WQE_SOLICITED) && last)
 		plan->pkt.hdr.flags |= MRC_F_SOLICITED;
+	if (last && sq_idle_after(sqp))
+		plan->pkt.hdr.flags |= MRC_F_ACK_REQ;
 	fill_extensions(&plan->pkt, plan->swqe);
 }
 
