@@ -12,6 +12,7 @@
 #
 #   BENCH_REPS=3 BENCH_DURATION=8 BENCH_LOSSES="0.1 1 5 10" scripts/bench.sh
 #   BENCH_LOSSES= scripts/bench.sh        # clean link only
+#   METAROCE_PROTOCOL=2 scripts/bench.sh  # MetaRoCE on protocol v2
 #
 # Then what people run on RDMA (UCX, Open MPI, libfabric, qperf, NVMe over
 # RDMA: the consumers and nvme suites) on mr0 and rxe0 side by side, into
@@ -26,6 +27,8 @@ reps=${BENCH_REPS:-3}
 env_args=(--env BENCH_REPS=1
 	--env "BENCH_DURATION=${BENCH_DURATION:-8}"
 	--env "BENCH_LOSSES=${BENCH_LOSSES-0.1 1 5 10}")
+[[ -z ${METAROCE_PROTOCOL:-} ]] ||
+	env_args+=(--env "METAROCE_PROTOCOL=$METAROCE_PROTOCOL")
 if [[ ${1:-} != --installed ]]; then
 	env_args+=(--env "METAROCE_KO=$TOP/kernel/metaroce.ko"
 		--env "RDMAV_DRIVERS=$BUILD/userspace/provider/libmetaroce")

@@ -155,6 +155,8 @@ set_mtu() {
 	vm_barrier "mtu.$1.$run"
 }
 
+# Which protocol MetaRoCE speaks here, for the report's heading.
+record protocol mr0 module "$(cat /sys/module/metaroce/parameters/protocol)"
 for rep in $(seq "$REPS"); do
 	measure_bw clean
 	for dev in "${DEVS[@]}"; do
